@@ -1,0 +1,7 @@
+"""dsms: a data stream management system in the style of Stanford STREAM (SPEC section 5 is the API)."""
+
+from dsms.batch import Element
+from dsms.engine import Engine, Query
+from dsms.errors import CQLError, DsmsError, InputError, SchemaError
+
+__all__ = ["Engine", "Query", "Element", "CQLError", "SchemaError", "InputError", "DsmsError"]

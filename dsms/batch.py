@@ -1,0 +1,110 @@
+"""Batches and heartbeats: what moves through the inter-operator queues (SPEC section 2).
+
+A batch is columnar: int64 timestamps, int8 signs (+1 insert, -1 delete, STREAM's positive/negative elements,
+digest-002a section 2.15) and one numpy array per column, positionally matching the producing node's schema.
+Within a queue timestamps never decrease, so the last timestamp of a batch is also a promise about the future:
+nothing earlier will follow. A heartbeat carries that promise alone, when there is no data to carry it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Element(NamedTuple):
+    """One result element as users see it (SPEC section 5)."""
+
+    ts: int
+    sign: int
+    row: dict
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """``Heartbeat(h)``: no element with a timestamp below h will follow in this queue."""
+
+    ts: int
+
+    @property
+    def nbytes(self) -> int:
+        return 8
+
+    def __len__(self) -> int:
+        return 0
+
+
+class Batch:
+    """A run of elements in timestamp order. Columns are positional; ``len(batch)`` is the row count."""
+
+    __slots__ = ("ts", "sign", "cols")
+
+    def __init__(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray]) -> None:
+        self.ts = ts
+        self.sign = sign
+        self.cols = cols
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held, counting a Python string by its length plus the object header it costs."""
+        total = self.ts.nbytes + self.sign.nbytes
+        for c in self.cols:
+            total += c.nbytes
+            if c.dtype == object:
+                total += sum(len(s) + 49 for s in c.tolist()) if len(c) < 4096 else 57 * len(c)
+        return total
+
+    @property
+    def last_ts(self) -> int:
+        return int(self.ts[-1])
+
+    def take(self, idx: np.ndarray) -> Batch:
+        """The rows at ``idx`` (an index array or a boolean mask), in that order."""
+        return Batch(self.ts[idx], self.sign[idx], [c[idx] for c in self.cols])
+
+    def slice(self, start: int, stop: int) -> Batch:
+        return Batch(self.ts[start:stop], self.sign[start:stop], [c[start:stop] for c in self.cols])
+
+    def rows(self) -> list[tuple]:
+        """Rows as Python tuples (for the operators that keep hashed state)."""
+        if not self.cols:
+            return [()] * len(self.ts)
+        return list(zip(*[c.tolist() for c in self.cols]))
+
+    def __repr__(self) -> str:
+        return f"Batch({len(self)} rows, ts {self.ts[:3].tolist()}..)"
+
+
+def empty_cols(dtypes: list[np.dtype]) -> list[np.ndarray]:
+    return [np.empty(0, dtype=d) for d in dtypes]
+
+
+def from_rows(ts: list[int], sign: list[int], rows: list[tuple], dtypes: list[np.dtype]) -> Batch:
+    """Build a batch from Python rows; the inverse of ``Batch.rows``."""
+    n = len(ts)
+    cols = []
+    for j, dt in enumerate(dtypes):
+        if dt.kind == "O":
+            col = np.empty(n, dtype=object)
+            col[:] = [r[j] for r in rows] if n else []
+        else:
+            col = np.fromiter((r[j] for r in rows), dtype=dt, count=n)
+        cols.append(col)
+    return Batch(np.asarray(ts, dtype=np.int64), np.asarray(sign, dtype=np.int8), cols)
+
+
+def concat(batches: list[Batch]) -> Batch:
+    """One batch holding the rows of all, in order (they must share a schema)."""
+    if len(batches) == 1:
+        return batches[0]
+    ncols = len(batches[0].cols)
+    return Batch(
+        np.concatenate([b.ts for b in batches]),
+        np.concatenate([b.sign for b in batches]),
+        [np.concatenate([b.cols[j] for b in batches]) for j in range(ncols)],
+    )

@@ -1,0 +1,1 @@
+"""CQL: grammar, parser (text -> ast) and the syntax tree."""

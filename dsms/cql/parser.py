@@ -1,0 +1,748 @@
+"""The CQL parser: text -> dsms.cql.ast nodes, with errors that name the line, the column and what was expected.
+
+Source: SPEC section 4 (the dialect) and section 3 (time units: one tick is a millisecond); the STREAM CQL
+examples of digest-004 section E3 and the PIPES examples of digest-002a section 3.2. The grammar is
+``grammar.lark`` beside this file; this module turns lark's parse tree into frozen AST nodes and lark's
+exceptions into ``CQLError``.
+
+The lark parser is built once at import (LALR, contextual lexer, about 0.1 s). It is not cached on disk: lark's
+cache is a pickle in the shared temporary directory, which is not worth trusting for a tenth of a second.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import replace
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import NamedTuple
+
+from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.lark import PostLex
+from lark.lexer import PatternStr
+
+from dsms.cql import ast
+from dsms.errors import CQLError
+
+__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS"]
+
+# ---------------------------------------------------------------- vocabulary checked here, not in the grammar
+
+#: Ticks (milliseconds, SPEC section 3) per time unit; singular and plural, matched case-insensitively.
+TIME_UNITS: dict[str, int] = {}
+for _unit, _ms in (("MILLISECOND", 1), ("SECOND", 1_000), ("MINUTE", 60_000), ("HOUR", 3_600_000),
+                   ("DAY", 86_400_000)):
+    TIME_UNITS[_unit] = TIME_UNITS[_unit + "S"] = _ms
+
+#: Column types accepted in REGISTER STREAM/RELATION and the type each one stands for.
+COLUMN_TYPES: dict[str, str] = {
+    "INT": "INT", "INTEGER": "INT", "BIGINT": "INT",
+    "FLOAT": "FLOAT", "REAL": "FLOAT", "DOUBLE": "FLOAT",
+    "STRING": "STRING", "VARCHAR": "STRING", "CHAR": "STRING", "TEXT": "STRING",
+    "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN",
+    "TIMESTAMP": "TIMESTAMP",
+}
+_SIZED_TYPES = frozenset({"CHAR", "VARCHAR"})
+
+#: Scalar functions and their number of arguments (SPEC section 4).
+SCALAR_FUNCTIONS: dict[str, int] = {"LOWER": 1, "UPPER": 1, "LENGTH": 1, "ABS": 1}
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
+MQTT_FORMATS = frozenset({"JSON", "MSGPACK"})
+
+_INT64_MAX = 2**63 - 1
+
+# Words that may never be used as a name, even where lark's contextual lexer would read them as one. Without
+# this, `SELECT FROM S` would read FROM as a column and S as its alias, and the error would come too late.
+_RESERVED = frozenset({
+    "SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "UNION", "EXCEPT", "INTERSECT", "AND", "OR", "NOT", "AS",
+    "IN", "BETWEEN", "LIKE", "EXISTS", "CASE", "WHEN", "THEN", "ELSE", "END", "DISTINCT", "ALL", "ANY", "SOME",
+    "TRUE", "FALSE", "ISTREAM", "DSTREAM", "RSTREAM",
+})
+
+
+class _ReserveWords(PostLex):
+    """Turns a reserved word that the contextual lexer read as an identifier back into its keyword, so that the
+    parser rejects it where it stands. (A post-lexer rather than a lexer callback: lark 1.3 chains an IDENT
+    callback behind its keyword check with a late-bound condition, and then never calls it.)"""
+
+    always_accept = ()
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        for token in stream:
+            if token.type == "IDENT" and token.value.upper() in _RESERVED:
+                token.type = token.value.upper()
+            yield token
+
+
+def _open_comment(token: Token) -> Token:
+    raise CQLError("unterminated comment: '/*' has no closing '*/'", token.line, token.column)
+
+
+_LARK = Lark.open(
+    str(Path(__file__).with_name("grammar.lark")),
+    parser="lalr",
+    lexer="contextual",
+    start=["start", "query_only", "expr_only"],
+    propagate_positions=True,
+    maybe_placeholders=False,
+    postlex=_ReserveWords(),
+    lexer_callbacks={"OPEN_COMMENT": _open_comment},
+)
+
+_TERMINALS = {t.name: t.pattern for t in _LARK.terminals}
+
+#: Every keyword of the grammar, upper-case (used for "did you mean" suggestions).
+KEYWORDS: frozenset[str] = frozenset(
+    p.value.upper() for p in _TERMINALS.values() if isinstance(p, PatternStr) and p.value.isalpha()
+)
+
+# ---------------------------------------------------------------- public functions
+
+
+def parse(text: str) -> list[ast.Statement]:
+    """Parse one or more CQL statements separated by ``;`` (a trailing ``;`` is optional).
+
+    This is the entry point of the engine, the HTTP API and the CLI: every input string either yields
+    statements or raises ``CQLError`` with a line, a column and what was expected, never another exception.
+
+    >>> [stmt] = parse("REGISTER STREAM S (a INT, b VARCHAR(10))")
+    >>> stmt.name, [(c.name, c.type) for c in stmt.columns]
+    ('S', [('a', 'INT'), ('b', 'STRING')])
+    >>> [type(s).__name__ for s in parse("SELECT * FROM S [RANGE 5 SECONDS]; DROP QUERY q;")]
+    ['QueryStatement', 'Drop']
+    >>> parse("SELCT a FROM S")
+    Traceback (most recent call last):
+    ...
+    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DROP or REGISTER; did you mean SELECT?
+    """
+    return _run(text, "start")
+
+
+def parse_query(text: str) -> ast.Query:
+    """Parse a single bare query; the tests and the reference evaluator use it to skip the statement wrapper.
+
+    >>> q = parse_query("SELECT ISTREAM(a, COUNT(*) AS n) FROM S [ROWS 10] GROUP BY a")
+    >>> q.stream_op, q.from_[0].window.rows, q.items[1].alias
+    ('ISTREAM', 10, 'n')
+    """
+    return _run(text, "query_only")
+
+
+def parse_expr(text: str) -> ast.Expr:
+    """Parse a single expression, as it would appear in a WHERE clause; for testing the expression compiler.
+
+    >>> parse_expr("a + 2 * b")
+    BinaryOp(op='+', left=ColumnRef(name='a', qualifier=None), right=BinaryOp(op='*', left=Literal(value=2, type='INT'), right=ColumnRef(name='b', qualifier=None)))
+    """
+    return _run(text, "expr_only")
+
+
+def _run(text: str, start: str):
+    if not isinstance(text, str):
+        raise CQLError(f"CQL text must be a string, not {type(text).__name__}")
+    try:
+        tree = _LARK.parse(text, start=start)
+        return _ToAst().transform(tree)
+    except CQLError:
+        raise
+    except VisitError as e:
+        if isinstance(e.orig_exc, CQLError):
+            raise e.orig_exc from None
+        if isinstance(e.orig_exc, RecursionError):
+            raise CQLError("statement is nested too deeply") from None
+        raise
+    except UnexpectedInput as e:
+        raise _syntax_error(e, text, start) from None
+    except RecursionError:
+        raise CQLError("statement is nested too deeply") from None
+    except LarkError as e:  # pragma: no cover - lark raises nothing else on input, but never let it escape
+        raise CQLError(f"cannot parse: {e}") from None
+
+
+# ---------------------------------------------------------------- syntax errors in plain words
+
+_CLASSES = {
+    "IDENT": "an identifier",
+    "INT": "an integer",
+    "DECIMAL": "a number",
+    "STRING": "a string",
+    "$END": "end of input",
+}
+_EXPR_START = {"IDENT", "INT", "DECIMAL", "STRING", "LPAR", "MINUS", "PLUS", "NOT", "TRUE", "FALSE", "CASE",
+               "EXISTS"}
+_QUERY_START = {"SELECT", "LPAR", "ISTREAM", "DSTREAM", "RSTREAM"}
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "EQUAL", "LESSTHAN", "MORETHAN", "AND", "OR", "NOT",
+              "IN", "BETWEEN", "LIKE"} | {n for n, p in _TERMINALS.items() if p.value in ("<>", "!=", "<=", ">=")}
+_WORD = re.compile(r"[^\W\d]\w*")
+_TOKENS = re.compile(r"--[^\n]*|/\*[\s\S]*?(?:\*/|\Z)|'(?:[^']|'')*'?|[\u2018\u2019][^\u2018\u2019]*[\u2018\u2019]?"
+                     r"|[^\W\d]\w*|\S")
+
+
+def _describe(name: str) -> str:
+    """A terminal name as the user would write it: a keyword, a quoted symbol, or a class of token."""
+    if name in _CLASSES:
+        return _CLASSES[name]
+    pattern = _TERMINALS.get(name)
+    if isinstance(pattern, PatternStr):
+        return pattern.value.upper() if pattern.value.isalpha() else f"'{pattern.value}'"
+    return name.lower()
+
+
+def _describe_expected(names: set[str]) -> list[str]:
+    names = set(names)
+    phrases: list[str] = []
+    if {"IDENT", "INT", "STRING", "LPAR"} <= names:
+        phrases.append("an expression")
+        names -= _EXPR_START
+    if "SELECT" in names and "LPAR" in names:
+        phrases.append("a query")
+        names -= _QUERY_START
+    if {"PLUS", "STAR", "EQUAL"} <= names:
+        phrases.append("an operator")
+        names -= _OPERATORS
+    described = sorted({_describe(n) for n in names})
+    words = [d for d in described if d[:1].isalpha() and d.isupper()]
+    classes = [d for d in described if d[:1].isalpha() and not d.isupper() and d != "end of input"]
+    symbols = [d for d in described if not d[:1].isalpha()]
+    end = ["end of input"] if "end of input" in described else []
+    return phrases + classes + words + symbols + end
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items) or "nothing"
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _suggest(word: str, candidates: set[str]) -> str | None:
+    if len(word) < 3 or word.upper() in KEYWORDS:
+        return None
+    match = difflib.get_close_matches(word.upper(), sorted(candidates), n=1, cutoff=0.7)
+    return match[0] if match else None
+
+
+def _line_col(text: str, index: int) -> tuple[int, int]:
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def _code_tokens(text: str, end: int):
+    """A rough tokenisation of ``text[:end]`` without comments, enough to find the word before an error."""
+    return (m for m in _TOKENS.finditer(text, 0, end) if not m.group().startswith(("--", "/*")))
+
+
+def _previous_word(text: str, index: int) -> tuple[str, int] | None:
+    """The token just before ``index`` if it is a word, with its offset."""
+    last = None
+    for last in _code_tokens(text, index):  # noqa: B007 - we want the last one
+        pass
+    if last is not None and _WORD.fullmatch(last.group()):
+        return last.group(), last.start()
+    return None
+
+
+def _describe_token(token: Token) -> str:
+    if token.type == "IDENT":
+        return f"identifier {token.value!r}"
+    if token.type in ("INT", "DECIMAL"):
+        return f"number {token.value}"
+    if token.type == "STRING":
+        return f"string {token.value}"
+    if token.value.upper() in KEYWORDS:
+        return f"keyword {token.value.upper()}"
+    return f"'{token.value}'"
+
+
+def _syntax_error(e: UnexpectedInput, text: str, start: str) -> CQLError:
+    if isinstance(e, UnexpectedCharacters):
+        char = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        if char in ("'", "\u2018", "\u2019"):
+            return CQLError("unterminated string: the quote opened here is never closed", e.line, e.column,
+                            ["a closing quote"])
+        expected = _describe_expected(e.allowed or set())
+        hint = "; strings use single quotes" if char == '"' else ""
+        return CQLError(f"unexpected character {char!r}; expected {_join(expected)}{hint}", e.line, e.column,
+                        expected)
+    if not isinstance(e, UnexpectedToken):  # pragma: no cover - LALR raises only the two kinds above
+        return CQLError(f"syntax error: {e}", getattr(e, "line", None), getattr(e, "column", None))
+
+    token = e.token
+    expected = _describe_expected(set(e.accepts or e.expected or ()))
+    if token.type == "$END":
+        last = None
+        for last in _code_tokens(text, len(text)):  # noqa: B007 - we want the last one
+            pass
+        if last is None:
+            what = {"start": "a statement", "query_only": "a query", "expr_only": "an expression"}[start]
+            return CQLError(f"empty input: expected {what}", 1, 1, expected)
+        line, column = _line_col(text, last.end())
+        found = "end of input"
+    else:
+        line, column = token.line, token.column
+        found = _describe_token(token)
+    message = f"unexpected {found}; expected {_join(expected)}"
+
+    expected_words = {d for d in expected if d.isalpha() and d.isupper()}
+    if "a query" in expected:
+        expected_words.add("SELECT")
+    if token.type == "IDENT" and (keyword := _suggest(token.value, expected_words)):
+        return CQLError(f"{message}; did you mean {keyword}?", line, column, expected)
+    offset = len(text) if token.type == "$END" or token.start_pos is None else token.start_pos
+    previous = _previous_word(text, offset)
+    if previous and (keyword := _suggest(previous[0], expected_words)):
+        pl, pc = _line_col(text, previous[1])
+        message += f"; did you mean {keyword}? ({previous[0]!r} at line {pl}, column {pc} was read as a name)"
+    return CQLError(message, line, column, expected)
+
+
+# ---------------------------------------------------------------- parse tree -> AST
+
+
+def _pos(meta) -> ast.Pos:
+    return None if meta.empty else (meta.line, meta.column)
+
+
+def _tpos(token: Token) -> ast.Pos:
+    return (token.line, token.column)
+
+
+def _err(message: str, where) -> CQLError:
+    """A CQLError at a token or at a node's (line, column)."""
+    if isinstance(where, Token):
+        return CQLError(message, where.line, where.column)
+    if isinstance(where, tuple):
+        return CQLError(message, where[0], where[1])
+    return CQLError(message)
+
+
+def _close(word: str, choices) -> str:
+    match = difflib.get_close_matches(word.upper(), sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {match[0]}?" if match else ""
+
+
+def _is(token, type_: str) -> bool:
+    return isinstance(token, Token) and token.type == type_
+
+
+class _Clause(NamedTuple):
+    """An optional part of a larger rule, tagged so that the rule can tell which parts are present."""
+
+    kind: str
+    value: object
+    pos: ast.Pos = None
+
+
+class _Source(NamedTuple):
+    source: str | ast.Query
+    stream_op: str | None
+
+
+def _string_value(token: Token) -> str:
+    body = token.value[1:-1]
+    return body.replace("''", "'") if token.value[0] == "'" else body
+
+
+def _int_value(token: Token) -> int:
+    value = int(token.value)
+    if value > _INT64_MAX:
+        raise _err(f"integer {token.value} is out of range (at most {_INT64_MAX})", token)
+    return value
+
+
+def _positive_int(token: Token, what: str) -> int:
+    if token.type != "INT" or int(token.value) <= 0:
+        raise _err(f"{what} takes a positive integer, not {token.value}", token)
+    return _int_value(token)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer_NonRecursive):
+    """One method per grammar rule (or alias), each building the AST node of that rule."""
+
+    # -------------------------------------------------------- statements
+
+    def start(self, meta, children):
+        return list(children)
+
+    def query_only(self, meta, children):
+        return children[0]
+
+    def expr_only(self, meta, children):
+        return children[0]
+
+    def query_statement(self, meta, children):
+        return ast.QueryStatement(children[0], pos=_pos(meta))
+
+    def register_stream(self, meta, children):
+        name, columns, *source = children
+        return ast.RegisterStream(name.value, columns, source[0] if source else None, pos=_pos(meta))
+
+    def register_relation(self, meta, children):
+        name, columns = children
+        return ast.RegisterRelation(name.value, columns, pos=_pos(meta))
+
+    def register_query(self, meta, children):
+        name, query, *publish = children
+        return ast.RegisterQuery(name.value, query, publish[0] if publish else None, pos=_pos(meta))
+
+    def register_view(self, meta, children):
+        name, query = children
+        return ast.RegisterView(name.value, query, pos=_pos(meta))
+
+    def drop(self, meta, children):
+        kind, name = children
+        return ast.Drop(kind, name.value, pos=_pos(meta))
+
+    def drop_kind(self, meta, children):
+        return children[0].value.upper()
+
+    def column_defs(self, meta, children):
+        names: set[str] = set()
+        for col in children:
+            if col.name.upper() in names:
+                raise _err(f"column {col.name!r} is declared twice", col.pos)
+            names.add(col.name.upper())
+        return tuple(children)
+
+    def column_def(self, meta, children):
+        name, type_token, *size = children
+        word = type_token.value.upper()
+        if word not in COLUMN_TYPES:
+            raise _err(f"unknown type {type_token.value!r} for column {name.value!r}; expected one of "
+                       f"{', '.join(sorted(COLUMN_TYPES))}{_close(word, COLUMN_TYPES)}", type_token)
+        if size and word not in _SIZED_TYPES:
+            raise _err(f"type {word} takes no length", size[0])
+        if size:
+            _positive_int(size[0], f"{word}(n)")
+        return ast.ColumnDef(name.value, COLUMN_TYPES[word], pos=_pos(meta))
+
+    def mqtt_source(self, meta, children):
+        topic, *parts = children
+        fmt, ts_field = "JSON", None
+        for part in parts:
+            if part.kind == "format":
+                fmt = part.value
+            else:
+                ts_field = part.value
+        return ast.MqttSource(_string_value(topic), fmt, ts_field, pos=_pos(meta))
+
+    def mqtt_format(self, meta, children):
+        word = children[0].value.upper()
+        if word not in MQTT_FORMATS:
+            raise _err(f"unknown format {children[0].value!r}; expected JSON or MSGPACK"
+                       f"{_close(word, MQTT_FORMATS)}", children[0])
+        return _Clause("format", word)
+
+    def mqtt_timestamp(self, meta, children):
+        return _Clause("timestamp", children[0].value)
+
+    def publish(self, meta, children):
+        return _string_value(children[0])
+
+    # -------------------------------------------------------- queries
+
+    def _set_op(self, op, meta, children):
+        left, *rest = children
+        right = rest[-1]
+        return ast.SetOp(op, len(rest) == 2, left, right, pos=_pos(meta))
+
+    def union(self, meta, children):
+        return self._set_op("UNION", meta, children)
+
+    def except_(self, meta, children):
+        return self._set_op("EXCEPT", meta, children)
+
+    def intersect(self, meta, children):
+        return self._set_op("INTERSECT", meta, children)
+
+    def stream_op(self, meta, children):
+        return children[0].value.upper()
+
+    def stream_op_query(self, meta, children):
+        op, query = children
+        return ast.StreamOp(op, query, pos=_pos(meta))
+
+    def select(self, meta, children):
+        spec, from_, *clauses = children
+        parts = {c.kind: c.value for c in clauses}
+        return ast.Select(
+            items=spec["items"], from_=from_, where=parts.get("where"), group_by=parts.get("group_by", ()),
+            having=parts.get("having"), distinct=spec["distinct"], stream_op=spec["stream_op"], pos=_pos(meta),
+        )
+
+    def select_spec(self, meta, children):
+        return {"items": children[-1], "distinct": _is(children[0], "DISTINCT"), "stream_op": None}
+
+    def stream_select(self, meta, children):
+        return {"items": children[-1], "distinct": _is(children[1], "DISTINCT"), "stream_op": children[0]}
+
+    def distinct_row(self, meta, children):
+        items = tuple(ast.SelectItem(e, pos=getattr(e, "pos", None)) for e in children[1:])
+        return {"items": items, "distinct": True, "stream_op": None}
+
+    def select_items(self, meta, children):
+        return tuple(children)
+
+    def star(self, meta, children):
+        return ast.SelectItem(ast.Star(pos=_pos(meta)), pos=_pos(meta))
+
+    def qualified_star(self, meta, children):
+        return ast.SelectItem(ast.Star(children[0].value, pos=_pos(meta)), pos=_pos(meta))
+
+    def select_expr(self, meta, children):
+        expr, *alias = children
+        return ast.SelectItem(expr, alias[0].value if alias else None, pos=_pos(meta))
+
+    def where(self, meta, children):
+        return _Clause("where", children[0])
+
+    def group_by(self, meta, children):
+        return _Clause("group_by", tuple(children))
+
+    def having(self, meta, children):
+        return _Clause("having", children[0])
+
+    # -------------------------------------------------------- FROM items
+
+    def from_list(self, meta, children):
+        return tuple(children)
+
+    def from_item(self, meta, children):
+        source, *parts = children
+        alias = window = sample = None
+        for part in parts:
+            if isinstance(part, ast.Window):
+                window = part
+            elif part.kind == "sample":
+                sample = part.value
+            elif alias is not None:
+                raise _err(f"this FROM item already has the alias {alias!r}; give it only one", part.pos)
+            else:
+                alias = part.value
+        return ast.FromItem(source.source, alias, window, sample, source.stream_op, pos=_pos(meta))
+
+    def named_source(self, meta, children):
+        return _Source(children[0].value, None)
+
+    def subquery_source(self, meta, children):
+        return _Source(children[0], None)
+
+    def stream_op_source(self, meta, children):
+        return _Source(children[1].value, children[0])
+
+    def stream_op_query_source(self, meta, children):
+        return _Source(ast.StreamOp(children[0], children[1], pos=_pos(meta)), None)
+
+    def alias(self, meta, children):
+        return _Clause("alias", children[-1].value, _tpos(children[-1]))
+
+    def sample(self, meta, children):
+        token = children[0]
+        percent = float(token.value)
+        if not 0 < percent <= 100:
+            raise _err(f"SAMPLE takes a percentage in (0, 100], not {token.value}", token)
+        return _Clause("sample", percent)
+
+    # -------------------------------------------------------- windows
+
+    def window(self, meta, children):
+        return replace(children[0], pos=_pos(meta))
+
+    def window_spec(self, meta, children):
+        fields: dict = {}
+        for part in children:
+            fields.update(part)
+        if fields.get("partition_by") and fields["kind"] != "ROWS":
+            raise _err(f"PARTITION BY needs a ROWS window, not {fields['kind']}", _pos(meta))
+        return ast.Window(**fields)
+
+    def partition(self, meta, children):
+        return {"partition_by": tuple(children)}
+
+    def range_size(self, meta, children):
+        fields = {"kind": "RANGE", "range": children[0]}
+        if len(children) > 1:
+            fields["slide"] = children[1]
+        return fields
+
+    def slide(self, meta, children):
+        return children[0]
+
+    def unbounded_size(self, meta, children):
+        return {"kind": "UNBOUNDED"}
+
+    def now_size(self, meta, children):
+        return {"kind": "NOW"}
+
+    def rows_size(self, meta, children):
+        return {"kind": "ROWS", "rows": _positive_int(children[0], "ROWS")}
+
+    def window_where(self, meta, children):
+        return {"where": children[0]}
+
+    def duration(self, meta, children):
+        """A number with an optional unit, in ticks (milliseconds; a bare number is ticks already)."""
+        number, *unit = children
+        scale = 1
+        if unit:
+            word = unit[0].value.upper()
+            if word not in TIME_UNITS:
+                raise _err(f"unknown time unit {unit[0].value!r}; expected MILLISECONDS, SECONDS, MINUTES, HOURS "
+                           f"or DAYS{_close(word, TIME_UNITS)}", unit[0])
+            scale = TIME_UNITS[word]
+        try:
+            ticks = Decimal(number.value) * scale
+        except InvalidOperation:  # pragma: no cover - the grammar only lets numbers through
+            raise _err(f"bad number {number.value}", number) from None
+        if ticks <= 0:
+            raise _err(f"a window size or slide must be positive, not {number.value}", number)
+        if ticks != ticks.to_integral_value():
+            raise _err(f"{number.value}{' ' + unit[0].value if unit else ''} is not a whole number of "
+                       "milliseconds", number)
+        if ticks > _INT64_MAX:
+            raise _err(f"duration {number.value} is out of range", number)
+        return int(ticks)
+
+    # -------------------------------------------------------- expressions
+
+    def or_(self, meta, children):
+        return ast.BinaryOp("OR", children[0], children[1], pos=_pos(meta))
+
+    def and_(self, meta, children):
+        return ast.BinaryOp("AND", children[0], children[1], pos=_pos(meta))
+
+    def not_(self, meta, children):
+        operand = children[-1]
+        if isinstance(operand, ast.Exists) and not operand.negated:
+            return ast.Exists(operand.query, negated=True, pos=_pos(meta))
+        return ast.UnaryOp("NOT", operand, pos=_pos(meta))
+
+    def comparison(self, meta, children):
+        left, op, right = children
+        return ast.BinaryOp(op, left, right, pos=_pos(meta))
+
+    def comp_op(self, meta, children):
+        op = children[0].value
+        return "<>" if op == "!=" else op
+
+    def quantified(self, meta, children):
+        expr, op, quantifier, query = children
+        return ast.Quantified(op, expr, quantifier, query, pos=_pos(meta))
+
+    def quantifier(self, meta, children):
+        word = children[0].value.upper()
+        return "ANY" if word == "SOME" else word
+
+    def in_list(self, meta, children):
+        expr, *rest = children
+        negated = _is(rest[0], "NOT")
+        items = tuple(rest[1:] if negated else rest)
+        return ast.InList(expr, items, negated, pos=_pos(meta))
+
+    def in_subquery(self, meta, children):
+        expr, *rest = children
+        return ast.InSubquery(expr, rest[-1], _is(rest[0], "NOT"), pos=_pos(meta))
+
+    def between(self, meta, children):
+        expr, *rest = children
+        return ast.Between(expr, rest[-2], rest[-1], _is(rest[0], "NOT"), pos=_pos(meta))
+
+    def like(self, meta, children):
+        expr, *rest = children
+        pattern = rest[-1]
+        if not (isinstance(pattern, ast.Literal) and pattern.type == "STRING"):
+            raise _err("LIKE needs a string literal as its pattern", getattr(pattern, "pos", None) or _pos(meta))
+        return ast.Like(expr, pattern, _is(rest[0], "NOT"), pos=_pos(meta))
+
+    def exists(self, meta, children):
+        return ast.Exists(children[0], pos=_pos(meta))
+
+    def binary(self, meta, children):
+        left, op, right = children
+        return ast.BinaryOp(op, left, right, pos=_pos(meta))
+
+    def add_op(self, meta, children):
+        return children[0].value
+
+    mul_op = add_op
+
+    def neg(self, meta, children):
+        return ast.UnaryOp("-", children[0], pos=_pos(meta))
+
+    def int_lit(self, meta, children):
+        return ast.Literal(_int_value(children[0]), "INT", pos=_pos(meta))
+
+    def float_lit(self, meta, children):
+        value = float(children[0].value)
+        if not math.isfinite(value):
+            raise _err(f"number {children[0].value} is out of range", children[0])
+        return ast.Literal(value, "FLOAT", pos=_pos(meta))
+
+    def string_lit(self, meta, children):
+        return ast.Literal(_string_value(children[0]), "STRING", pos=_pos(meta))
+
+    def true_lit(self, meta, children):
+        return ast.Literal(True, "BOOLEAN", pos=_pos(meta))
+
+    def false_lit(self, meta, children):
+        return ast.Literal(False, "BOOLEAN", pos=_pos(meta))
+
+    def column_ref(self, meta, children):
+        if len(children) == 2:
+            return ast.ColumnRef(children[1].value, children[0].value, pos=_pos(meta))
+        return ast.ColumnRef(children[0].value, pos=_pos(meta))
+
+    def call(self, meta, children):
+        name_token, *args = children
+        name = name_token.value.upper()
+        distinct, values = args[0] if args else (False, ())
+        if name in AGGREGATES:
+            if values is None:
+                if name != "COUNT":
+                    raise _err(f"{name}(*) is not allowed; only COUNT takes *", name_token)
+                return ast.Aggregate("COUNT", None, pos=_pos(meta))
+            if len(values) != 1:
+                raise _err(f"{name} takes one argument, got {len(values)}", name_token)
+            return ast.Aggregate(name, values[0], distinct, pos=_pos(meta))
+        if name not in SCALAR_FUNCTIONS:
+            known = ", ".join(sorted(SCALAR_FUNCTIONS | dict.fromkeys(AGGREGATES)))
+            raise _err(f"unknown function {name_token.value!r}; known functions are {known}"
+                       f"{_close(name, SCALAR_FUNCTIONS.keys() | AGGREGATES)}", name_token)
+        if values is None or distinct:
+            raise _err(f"{'*' if values is None else 'DISTINCT'} is only allowed in aggregates, not in {name}",
+                       name_token)
+        if len(values) != SCALAR_FUNCTIONS[name]:
+            raise _err(f"{name} takes {SCALAR_FUNCTIONS[name]} argument(s), got {len(values)}", name_token)
+        return ast.FuncCall(name, tuple(values), pos=_pos(meta))
+
+    def star_arg(self, meta, children):
+        return (False, None)
+
+    def expr_args(self, meta, children):
+        distinct = _is(children[0], "DISTINCT")
+        return (distinct, tuple(children[1:] if distinct else children))
+
+    def case(self, meta, children):
+        operand = None
+        whens, else_ = [], None
+        for child in children:
+            if isinstance(child, _Clause) and child.kind == "when":
+                whens.append(child.value)
+            elif isinstance(child, _Clause) and child.kind == "else":
+                else_ = child.value
+            else:
+                operand = child
+        return ast.Case(operand, tuple(whens), else_, pos=_pos(meta))
+
+    def when(self, meta, children):
+        return _Clause("when", (children[0], children[1]))
+
+    def else_(self, meta, children):
+        return _Clause("else", children[0])
+
+    def scalar_subquery(self, meta, children):
+        return ast.ScalarSubquery(children[0], pos=_pos(meta))

@@ -1,0 +1,461 @@
+"""The engine: catalog, input queues, the operator network of all registered queries, and the run loop.
+
+Source: SPEC section 5 (the embedded API) and digest-004 sections 2.C-2.E (queries become a shared network of
+operators, queues and synopses). The engine is synchronous and deterministic: push input, call ``run()``, read
+output. Only application timestamps decide results; nothing here reads the wall clock for semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from dsms.batch import Batch, Element, Heartbeat
+from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
+from dsms.cql import ast
+from dsms.cql.parser import parse
+from dsms.errors import CQLError, InputError, SchemaError
+from dsms.expr.compile import coerce_value, numpy_dtype
+from dsms.operators.base import Operator
+from dsms.plan import logical as L
+from dsms.plan.binder import Binder
+from dsms.plan.physical import PhysicalPlanner
+from dsms.queues import Queue, QueueReader
+
+DEFAULTS: dict = {"seed": 0, "batch_budget": 64}
+
+
+class Query:
+    """A registered continuous query; ``drain()`` returns and removes the results produced so far."""
+
+    def __init__(self, engine: Engine, qdef: QueryDef, reader: QueueReader, node) -> None:
+        self.engine = engine
+        self.definition = qdef
+        self.reader = reader
+        self.node = node
+
+    @property
+    def id(self) -> str:
+        return self.definition.id
+
+    @property
+    def name(self) -> str | None:
+        return self.definition.name
+
+    @property
+    def kind(self) -> str:
+        return self.definition.kind
+
+    @property
+    def schema(self) -> list[tuple[str, str]]:
+        return list(self.definition.columns)
+
+    @property
+    def text(self) -> str:
+        return self.definition.text
+
+    def drain_batches(self) -> list[Batch]:
+        """Results as columnar batches (cheaper than ``drain`` for large outputs)."""
+        out = []
+        while True:
+            item = self.reader.get()
+            if item is None:
+                return out
+            if isinstance(item, Batch):
+                out.append(item)
+
+    def drain(self) -> list[Element]:
+        names = [c for c, _ in self.definition.columns]
+        out: list[Element] = []
+        for b in self.drain_batches():
+            for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
+                out.append(Element(t, s, dict(zip(names, row))))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Query({self.id}, {self.kind}, {self.schema})"
+
+
+class Source:
+    """An input stream or relation: its queue, its time frontier, and (for a relation) its contents."""
+
+    def __init__(self, obj: StreamDef | RelationDef, queue: Queue) -> None:
+        self.obj = obj
+        self.queue = queue
+        self.names = [c for c, _ in obj.columns]
+        self.types = [t for _, t in obj.columns]
+        self.dtypes = [numpy_dtype(t) for t in self.types]
+        self.frontier: int | None = None       # nothing below this may arrive
+        self.contents: dict[tuple, int] = {}   # relations only
+        self.elements_in = 0
+
+
+class Engine:
+    """The embedded engine (SPEC section 5)."""
+
+    def __init__(self, config: Mapping | None = None) -> None:
+        self.config = dict(DEFAULTS)
+        if config:
+            unknown = set(config) - set(DEFAULTS)
+            if unknown:
+                raise SchemaError(f"unknown engine setting(s): {', '.join(sorted(unknown))}")
+            self.config.update(config)
+        self.catalog = Catalog()
+        self.sources: dict[str, Source] = {}
+        self.ops: list[Operator] = []
+        self.queues: list[Queue] = []
+        self.query_list: dict[str, Query] = {}
+        self.planner = PhysicalPlanner(self)
+        self.input_epoch = 0
+        self._next = {"q": 0, "op": 0, "queue": 0, "seed": 0}
+
+    # ---------------------------------------------------------------- ids and plumbing for the planner
+
+    def _id(self, prefix: str) -> str:
+        self._next[prefix] += 1
+        return f"{prefix}{':' if prefix != 'q' else ''}{self._next[prefix]}"
+
+    def new_queue(self) -> Queue:
+        q = Queue(self._id("queue"))
+        self.queues.append(q)
+        return q
+
+    def next_seed(self) -> int:
+        self._next["seed"] += 1
+        return hash((self.config["seed"], self._next["seed"])) & 0xFFFFFFFF
+
+    def add_operator(self, op: Operator, query_id: str) -> None:
+        op.id = self._id("op")
+        op.owners.add(query_id)
+        op.epoch = self.input_epoch
+        self.ops.append(op)
+
+    def source_queue(self, name: str) -> Queue:
+        return self.sources[name.lower()].queue
+
+    def query_output_queue(self, qid: str) -> Queue:
+        return self.query_list[qid].reader.queue
+
+    # ---------------------------------------------------------------- statements
+
+    def execute(self, text: str):
+        """Run one or more CQL statements; returns the result of each (one statement: its result alone)."""
+        if not isinstance(text, str):
+            raise CQLError("a statement must be a string")
+        stmts = parse(text)
+        results = [self._execute(s, text if len(stmts) == 1 else None) for s in stmts]
+        return results[0] if len(results) == 1 else results
+
+    def _execute(self, s, text: str | None):
+        if isinstance(s, ast.RegisterStream | ast.RegisterRelation):
+            cols = self._columns(s)
+            obj = StreamDef(s.name, cols, s.source) if isinstance(s, ast.RegisterStream) \
+                else RelationDef(s.name, cols)
+            self.catalog.add(s.name, obj)
+            q = Queue(self._id("queue"))
+            q.id = f"{q.id}"
+            self.queues.append(q)
+            self.sources[s.name.lower()] = Source(obj, q)
+            return obj
+        if isinstance(s, ast.RegisterQuery):
+            return self._register(s.query, s.name, text, publish=s.publish_topic)
+        if isinstance(s, ast.RegisterView):
+            return self._register(s.query, s.name, text, view=True)
+        if isinstance(s, ast.QueryStatement):
+            return self._register(s.query, None, text)
+        if isinstance(s, ast.Drop):
+            return self.drop(s.name, s.kind)
+        raise CQLError(f"unsupported statement {type(s).__name__}")
+
+    @staticmethod
+    def _columns(s) -> list[tuple[str, str]]:
+        seen = set()
+        cols = []
+        for c in s.columns:
+            if c.name.lower() in seen:
+                raise SchemaError(f"column '{c.name}' is declared twice in '{s.name}'")
+            seen.add(c.name.lower())
+            cols.append((c.name, c.type))
+        if not cols:
+            raise SchemaError(f"'{s.name}' needs at least one column")
+        return cols
+
+    def _register(self, query, name: str | None, text: str | None, view: bool = False,
+                  publish: str | None = None) -> Query:
+        if name is not None and self.catalog.get(name) is not None:
+            raise SchemaError(f"'{name}' is already registered")
+        binder = Binder(self.catalog, {})
+        bound = binder.bind_statement_query(query, as_view=view)
+        root = bound.node if bound.kind == L.STREAM else L.Changelog(bound.node, names=bound.names)
+        qid = self._id("q")
+        qdef = QueryDef(qid, name, text or "", bound.kind, list(zip(bound.names, bound.types)), is_view=view,
+                        monotone=root.monotone, publish_topic=publish, depends_on=set(binder.depends))
+        n_ops = len(self.ops)
+        try:
+            out = self.planner.build(root, qid)
+        except Exception:
+            for op in self.planner.release(qid):
+                op.close()
+            self.ops = self.ops[:n_ops]
+            raise
+        query = Query(self, qdef, out.reader(), root)
+        self.query_list[qid] = query
+        if name is not None:
+            self.catalog.add(name, qdef)
+        return query
+
+    # ---------------------------------------------------------------- catalog access
+
+    def query(self, name_or_id: str) -> Query:
+        q = self.query_list.get(name_or_id)
+        if q is not None:
+            return q
+        for q in self.query_list.values():
+            if q.name is not None and q.name.lower() == name_or_id.lower():
+                return q
+        raise SchemaError(f"no query '{name_or_id}'")
+
+    def queries(self) -> list[Query]:
+        return list(self.query_list.values())
+
+    def streams(self) -> list[StreamDef]:
+        return [s.obj for s in self.sources.values() if isinstance(s.obj, StreamDef)]
+
+    def relations(self) -> list[RelationDef]:
+        return [s.obj for s in self.sources.values() if isinstance(s.obj, RelationDef)]
+
+    def drop(self, name: str, kind: str | None = None) -> str:
+        """Drop a query, view, stream or relation; refused (SchemaError) while something reads it."""
+        key = name.lower()
+        src = self.sources.get(key)
+        if src is not None and kind in (None, "STREAM", "RELATION"):
+            if kind is not None and kind.lower() != src.obj.kind:
+                raise SchemaError(f"'{name}' is a {src.obj.kind}, not a {kind.lower()}")
+            users = [q.name or q.id for q in self.query_list.values() if key in q.definition.depends_on]
+            if users:
+                raise SchemaError(f"cannot drop {src.obj.kind} '{name}': used by {', '.join(users)}")
+            del self.sources[key]
+            self.catalog.remove(name)
+            if src.queue in self.queues:
+                self.queues.remove(src.queue)
+            return name
+        try:
+            q = self.query(name)
+        except SchemaError:
+            raise SchemaError(f"nothing named '{name}' to drop") from None
+        if q.name is not None:
+            users = [o.name or o.id for o in self.query_list.values()
+                     if o is not q and q.name.lower() in o.definition.depends_on]
+            if users:
+                raise SchemaError(f"cannot drop '{name}': used by {', '.join(users)}")
+        freed = self.planner.release(q.id)
+        for op in freed:
+            op.close()
+        freed_set = set(map(id, freed))
+        self.ops = [op for op in self.ops if id(op) not in freed_set]
+        q.reader.queue.detach(q.reader)
+        live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
+        self.queues = [x for x in self.queues if id(x) in live]
+        del self.query_list[q.id]
+        if q.name is not None:
+            self.catalog.remove(q.name)
+        return q.id
+
+    # ---------------------------------------------------------------- input
+
+    def _source(self, name: str, want: str) -> Source:
+        src = self.sources.get(name.lower()) if isinstance(name, str) else None
+        if src is None:
+            raise SchemaError(f"no {want} named '{name}'")
+        if src.obj.kind != want:
+            raise SchemaError(f"'{name}' is a {src.obj.kind}, not a {want}")
+        return src
+
+    def push(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int]) -> int:
+        """Append elements to a stream, all or nothing. ``rows`` is a list of dicts, or columnar
+        ``{"col": [...]}``. ``ts`` is one timestamp for all rows or one per row, never decreasing."""
+        src = self._source(name, "stream")
+        cols, n = self._convert(src, rows)
+        ts_arr = self._timestamps(src, ts, n)
+        if n == 0:
+            return 0
+        batch = Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
+        src.frontier = int(ts_arr[-1])
+        src.elements_in += n
+        self.input_epoch += 1
+        src.queue.put(batch)
+        return n
+
+    def update(self, name: str, insert: Sequence[Mapping] = (), delete: Sequence[Mapping] = (),
+               ts: int = 0) -> int:
+        """Timestamped inserts and deletes on a relation, all or nothing. A delete must match a row."""
+        src = self._source(name, "relation")
+        ins_cols, n_ins = self._convert(src, insert)
+        del_cols, n_del = self._convert(src, delete, offset=n_ins)
+        self._timestamps(src, ts if isinstance(ts, int) else -1, 1)
+        if not isinstance(ts, int) or isinstance(ts, bool):
+            raise InputError(f"an update takes one integer timestamp, not {ts!r}")
+        ins_rows = Batch(np.zeros(n_ins, np.int64), np.ones(n_ins, np.int8), ins_cols).rows() if n_ins else []
+        del_rows = Batch(np.zeros(n_del, np.int64), np.ones(n_del, np.int8), del_cols).rows() if n_del else []
+        after = dict(src.contents)
+        for r in ins_rows:
+            after[r] = after.get(r, 0) + 1
+        for k, r in enumerate(del_rows):
+            c = after.get(r, 0)
+            if c <= 0:
+                raise InputError(f"delete of a row that is not in '{src.obj.name}': "
+                                 f"{dict(zip(src.names, r))}", index=n_ins + k)
+            if c == 1:
+                del after[r]
+            else:
+                after[r] = c - 1
+        n = n_ins + n_del
+        if n == 0:
+            return 0
+        src.contents = after
+        cols = [np.concatenate([a, b]) for a, b in zip(ins_cols, del_cols)]
+        sign = np.concatenate([np.ones(n_ins, np.int8), -np.ones(n_del, np.int8)])
+        src.frontier = ts
+        src.elements_in += n
+        self.input_epoch += 1
+        src.queue.put(Batch(np.full(n, ts, dtype=np.int64), sign, cols))
+        return n
+
+    def heartbeat(self, ts: int, name: str | None = None) -> None:
+        """No element or update with a timestamp below ``ts`` will arrive (on ``name``, or on every input)."""
+        if not isinstance(ts, int | np.integer) or isinstance(ts, bool):
+            raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
+        ts = int(ts)
+        targets = [self._any_source(name)] if name is not None else list(self.sources.values())
+        for src in targets:
+            if src.frontier is None or ts > src.frontier:
+                src.frontier = ts
+                src.queue.put(Heartbeat(ts))
+
+    def _any_source(self, name: str) -> Source:
+        src = self.sources.get(name.lower()) if isinstance(name, str) else None
+        if src is None:
+            raise SchemaError(f"no stream or relation named '{name}'")
+        return src
+
+    def _timestamps(self, src: Source, ts, n: int) -> np.ndarray:
+        if isinstance(ts, bool):
+            raise InputError(f"a timestamp must be an integer, not {ts!r}")
+        if isinstance(ts, int | np.integer):
+            arr = np.full(n, int(ts), dtype=np.int64)
+        else:
+            try:
+                vals = list(ts)
+            except TypeError:
+                raise InputError(f"ts must be an integer or a list of integers, not {ts!r}") from None
+            if len(vals) != n:
+                raise InputError(f"{n} rows but {len(vals)} timestamps")
+            for k, v in enumerate(vals):
+                if isinstance(v, bool) or not isinstance(v, int | np.integer):
+                    raise InputError(f"timestamp {v!r} is not an integer", index=k)
+            arr = np.asarray(vals, dtype=np.int64)
+            if n > 1:
+                back = np.nonzero(np.diff(arr) < 0)[0]
+                if len(back):
+                    k = int(back[0]) + 1
+                    raise InputError(f"timestamp {int(arr[k])} goes backwards (after {int(arr[k - 1])}) on "
+                                     f"ordered input '{src.obj.name}'", index=k)
+        if n and src.frontier is not None and int(arr[0]) < src.frontier:
+            raise InputError(f"timestamp {int(arr[0])} is below what '{src.obj.name}' has already passed "
+                             f"({src.frontier})", index=0)
+        return arr
+
+    def _convert(self, src: Source, rows, offset: int = 0) -> tuple[list[np.ndarray], int]:
+        """Validate and convert input rows to columns; raises InputError naming the first bad element."""
+        if isinstance(rows, Mapping):
+            return self._convert_columnar(src, rows)
+        if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
+            raise InputError("rows must be a list of objects or a map of columns")
+        rows = list(rows)
+        n = len(rows)
+        lower = {c.lower(): j for j, c in enumerate(src.names)}
+        values: list[list] = [[None] * n for _ in src.names]
+        for k, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise InputError(f"expected an object with columns {', '.join(src.names)}, got {row!r}",
+                                 index=offset + k)
+            if len(row) != len(src.names):
+                extra = [c for c in row if str(c).lower() not in lower]
+                if extra:
+                    raise InputError(f"unknown column '{extra[0]}' for '{src.obj.name}' (columns: "
+                                     f"{', '.join(src.names)})", index=offset + k)
+            seen = 0
+            for c, v in row.items():
+                j = lower.get(str(c).lower())
+                if j is None:
+                    raise InputError(f"unknown column '{c}' for '{src.obj.name}' (columns: "
+                                     f"{', '.join(src.names)})", index=offset + k)
+                try:
+                    values[j][k] = coerce_value(v, src.types[j])
+                except (TypeError, ValueError) as e:
+                    raise InputError(f"column '{src.names[j]}': {e}", index=offset + k) from None
+                seen += 1
+            if seen != len(src.names):
+                missing = [src.names[j] for j in range(len(src.names))
+                           if not any(str(c).lower() == src.names[j].lower() for c in row)]
+                raise InputError(f"missing column '{missing[0]}'", index=offset + k)
+        cols = []
+        for j, dt in enumerate(src.dtypes):
+            if dt.kind == "O":
+                col = np.empty(n, dtype=object)
+                col[:] = values[j]
+            else:
+                col = np.asarray(values[j], dtype=dt) if n else np.empty(0, dtype=dt)
+            cols.append(col)
+        return cols, n
+
+    def _convert_columnar(self, src: Source, data: Mapping) -> tuple[list[np.ndarray], int]:
+        lower = {str(c).lower(): c for c in data}
+        for c in data:
+            if str(c).lower() not in {x.lower() for x in src.names}:
+                raise InputError(f"unknown column '{c}' for '{src.obj.name}'")
+        cols, n = [], None
+        for name, t, dt in zip(src.names, src.types, src.dtypes):
+            key = lower.get(name.lower())
+            if key is None:
+                raise InputError(f"missing column '{name}'")
+            vals = data[key]
+            if isinstance(vals, np.ndarray) and vals.dtype == dt and vals.ndim == 1:
+                col = vals
+            else:
+                vals = list(vals)
+                for k, v in enumerate(vals):
+                    try:
+                        vals[k] = coerce_value(v, t)
+                    except (TypeError, ValueError) as e:
+                        raise InputError(f"column '{name}': {e}", index=k) from None
+                if dt.kind == "O":
+                    col = np.empty(len(vals), dtype=object)
+                    col[:] = vals
+                else:
+                    col = np.asarray(vals, dtype=dt) if vals else np.empty(0, dtype=dt)
+            if n is not None and len(col) != n:
+                raise InputError(f"column '{name}' has {len(col)} values, others have {n}")
+            n = len(col)
+            cols.append(col)
+        return cols, n or 0
+
+    # ---------------------------------------------------------------- running
+
+    def run(self, max_steps: int | None = None) -> int:
+        """Run operators until every queue is drained (or ``max_steps`` operator runs). Returns the number of
+        operator runs. Operators run in plan order, each on what is waiting for it."""
+        steps = 0
+        budget = self.config["batch_budget"]
+        progress = True
+        while progress:
+            progress = False
+            for op in self.ops:
+                if op.ready():
+                    op.run(budget)
+                    steps += 1
+                    progress = True
+                    if max_steps is not None and steps >= max_steps:
+                        return steps
+        return steps

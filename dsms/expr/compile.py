@@ -1,0 +1,547 @@
+"""CQL scalar expressions compiled to numpy operations over columnar batches; never ``eval`` of text.
+
+Source: SPEC section 2 ("expressions are compiled") and 4 (the expression dialect); the typing rules are those
+of docs/contract-engine-api.md, "Types and expressions"; STREAM compiles expressions to an instruction array
+over tuples (dsms/src/execution/internals/eval_context.cc), here each node becomes one closure over whole
+columns.
+
+A compiled expression is a tree of closures ``fn(cols, n) -> array``; each node type-checks its children once,
+at compile time, and at run time does one numpy operation per node over the whole batch. Strings (STRING is a
+numpy object array of Python ``str``) go through a comprehension where numpy has no vectorised form (LIKE,
+LOWER, UPPER, LENGTH, ``||``). Sub-trees that read no column are folded to a constant at compile time.
+
+Typing and run-time choices (dsms has no NULL, and a stream engine cannot stop on one bad row):
+
+- arrays: INT and TIMESTAMP int64, FLOAT float64, BOOLEAN bool, STRING object;
+- ``+ - * / %``: INT op INT is INT, with a FLOAT operand FLOAT (the INT side is converted). TIMESTAMP counts
+  as INT and the result of arithmetic on it is INT. INT ``/`` truncates toward zero and INT ``%`` has the
+  sign of the dividend (PostgreSQL: -7 / 2 = -3, -7 % 2 = -1); INT ``/`` or ``%`` by zero gives 0. INT
+  overflow wraps around (two's complement int64), as numpy does. FLOAT ``/`` follows IEEE 754 (x / 0.0 is
+  +-inf, 0.0 / 0.0 is nan) and FLOAT ``%`` is C ``fmod`` (sign of the dividend; by zero nan), silently;
+- comparisons: numbers with numbers (an INT compared with a FLOAT is converted to FLOAT), STRING with STRING
+  (Python ``str`` order), BOOLEAN with BOOLEAN (``=`` and ``<>`` only); anything else is a SchemaError;
+- ``||`` concatenates two STRINGs (``+`` on strings is a SchemaError);
+- ``CASE`` without ELSE yields the zero value of its type where no WHEN matches: 0, 0.0, ``''``, FALSE,
+  0 for TIMESTAMP. The THEN/ELSE results must share one type, INT and FLOAT unify to FLOAT.
+
+Every type error is a :class:`dsms.errors.SchemaError` whose message starts with "line L, column C: " when the
+offending node carries a position.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from dsms.cql.ast import (
+    Aggregate,
+    Between,
+    BinaryOp,
+    Case,
+    ColumnRef,
+    Exists,
+    Expr,
+    FuncCall,
+    InList,
+    InSubquery,
+    Like,
+    Literal,
+    Quantified,
+    ScalarSubquery,
+    Star,
+    UnaryOp,
+)
+from dsms.errors import SchemaError
+
+__all__ = [
+    "CompiledExpr", "Resolver", "coerce_value", "compile_expr", "compile_predicate", "infer_type",
+    "like_regex", "numpy_dtype",
+]
+
+INT, FLOAT, STRING, BOOLEAN, TIMESTAMP = "INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP"
+NUMERIC = frozenset({INT, FLOAT, TIMESTAMP})
+_DTYPES = {
+    INT: np.dtype(np.int64), TIMESTAMP: np.dtype(np.int64), FLOAT: np.dtype(np.float64),
+    BOOLEAN: np.dtype(np.bool_), STRING: np.dtype(object),
+}
+_ZERO = {INT: 0, TIMESTAMP: 0, FLOAT: 0.0, BOOLEAN: False, STRING: ""}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+Resolver = Callable[[ColumnRef], tuple[str, str]]
+"""Maps a column reference to (column key in the batch, TYPE); raises SchemaError itself for unknown names."""
+
+Kernel = Callable[[Mapping[str, np.ndarray], int], np.ndarray]
+
+
+# ---------------------------------------------------------------- public API
+
+
+@dataclass(frozen=True)
+class CompiledExpr:
+    """A type-checked expression, callable on a batch given as ``{column key: array}`` and its length.
+
+    ``type`` is the CQL type of the result, ``columns`` the batch keys it reads, ``text`` a readable form for
+    EXPLAIN. The result is an array of length ``n`` with ``numpy_dtype(type)``; for a bare column reference it
+    is the input array itself (no copy), so callers must not write into it.
+    """
+
+    type: str
+    columns: frozenset[str]
+    text: str
+    fn: Kernel = field(compare=False, repr=False)
+    atomic: bool = field(default=True, compare=False, repr=False)   # text needs no parentheses when nested
+    constant: bool = field(default=False, compare=False, repr=False)
+
+    def __call__(self, cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        out = self.fn(cols, n)
+        dtype = _DTYPES[self.type]
+        if out.dtype != dtype:
+            out = out.astype(dtype)
+        if out.shape != (n,):
+            raise ValueError(f"expression {self.text} gave shape {out.shape} for a batch of {n} rows "
+                             "(do the batch's columns have the same length?)")
+        return out
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def compile_expr(expr: Expr, resolve: Resolver) -> CompiledExpr:
+    """Type-check ``expr`` and compile it to numpy operations.
+
+    >>> from dsms.cql.ast import BinaryOp, ColumnRef, Literal
+    >>> schema = {"a": "INT", "b": "FLOAT"}
+    >>> resolve = lambda ref: (ref.name, schema[ref.name])
+    >>> e = compile_expr(BinaryOp(">", BinaryOp("+", ColumnRef("a"), Literal(1, "INT")), ColumnRef("b")), resolve)
+    >>> e.type, sorted(e.columns), e.text
+    ('BOOLEAN', ['a', 'b'], '(a + 1) > b')
+    >>> e({"a": np.array([1, 5]), "b": np.array([2.5, 2.5])}, 2)
+    array([False,  True])
+    """
+    return _compile(expr, resolve)
+
+
+def compile_predicate(expr: Expr, resolve: Resolver) -> CompiledExpr:
+    """Compile a WHERE/HAVING/ON condition: like :func:`compile_expr`, but the result must be BOOLEAN.
+
+    >>> from dsms.cql.ast import ColumnRef
+    >>> compile_predicate(ColumnRef("a", pos=(1, 7)), lambda ref: ("a", "INT"))
+    Traceback (most recent call last):
+    ...
+    dsms.errors.SchemaError: line 1, column 7: a condition must be BOOLEAN, but a is INT
+    """
+    compiled = _compile(expr, resolve)
+    if compiled.type != BOOLEAN:
+        raise SchemaError(f"{_at(expr)}a condition must be BOOLEAN, but {compiled.text} is {compiled.type}")
+    return compiled
+
+
+def infer_type(expr: Expr, resolve: Resolver) -> str:
+    """The CQL type of ``expr`` (type-checking it entirely).
+
+    >>> from dsms.cql.ast import BinaryOp, Literal
+    >>> infer_type(BinaryOp("/", Literal(7, "INT"), Literal(2.0, "FLOAT")), lambda ref: ("", ""))
+    'FLOAT'
+    """
+    return _compile(expr, resolve).type
+
+
+def numpy_dtype(type_: str) -> np.dtype:
+    """The numpy dtype that holds a column of CQL type ``type_``.
+
+    >>> numpy_dtype("TIMESTAMP"), numpy_dtype("STRING")
+    (dtype('int64'), dtype('O'))
+    """
+    try:
+        return _DTYPES[type_.upper()]
+    except KeyError:
+        raise SchemaError(f"unknown type {type_!r} (expected one of {', '.join(_DTYPES)})") from None
+
+
+def coerce_value(value: object, type_: str) -> object:
+    """Check one input value against a column type and return it as the Python value stored for it.
+
+    ``bool`` is not accepted as an INT (nor as a FLOAT), an ``int`` is accepted for a FLOAT, a ``float`` is not
+    accepted for an INT. A wrong kind of value raises TypeError, an INT outside 64 bits raises ValueError.
+
+    >>> coerce_value(3, "FLOAT"), coerce_value(-2, "TIMESTAMP"), coerce_value("x", "STRING")
+    (3.0, -2, 'x')
+    >>> coerce_value(True, "INT")
+    Traceback (most recent call last):
+    ...
+    TypeError: expected INT, got bool True
+    """
+    t = type_.upper()
+    if t not in _DTYPES:
+        raise ValueError(f"unknown type {type_!r} (expected one of {', '.join(_DTYPES)})")
+    if t == BOOLEAN:
+        if isinstance(value, bool | np.bool_):
+            return bool(value)
+    elif isinstance(value, bool | np.bool_):
+        pass                                            # a bool is neither a number nor a string here
+    elif t in (INT, TIMESTAMP):
+        if isinstance(value, int | np.integer):
+            v = int(value)
+            if not _INT64_MIN <= v <= _INT64_MAX:
+                raise ValueError(f"{t} value {v} does not fit in 64 bits")
+            return v
+    elif t == FLOAT:
+        if isinstance(value, float | np.floating):
+            return float(value)
+        if isinstance(value, int | np.integer):
+            try:
+                return float(value)
+            except OverflowError:
+                raise ValueError(f"FLOAT value {value} is too large") from None
+    elif isinstance(value, str):                        # STRING
+        return str(value)
+    raise TypeError(f"expected {t}, got {type(value).__name__} {value!r}")
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _at(node: object) -> str:
+    """The "line L, column C: " prefix of error messages, or "" when the node has no position."""
+    pos = getattr(node, "pos", None)
+    return f"line {pos[0]}, column {pos[1]}: " if pos else ""
+
+
+def _paren(c: CompiledExpr) -> str:
+    return c.text if c.atomic else f"({c.text})"
+
+
+def _const_fn(value: object, dtype: np.dtype) -> Kernel:
+    def fn(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        return np.full(n, value, dtype=dtype)
+    return fn
+
+
+def _node(type_: str, children: tuple[CompiledExpr, ...], text: str, fn: Kernel, atomic: bool = False,
+          ) -> CompiledExpr:
+    """A compiled inner node; folded to a constant when it reads no column."""
+    columns = frozenset().union(*(c.columns for c in children))
+    node = CompiledExpr(type_, columns, text, fn, atomic)
+    if columns:
+        return node
+    value = node(_NO_COLUMNS, 1)[0]
+    return replace(node, fn=_const_fn(value, _DTYPES[type_]), constant=True)
+
+
+_NO_COLUMNS: Mapping[str, np.ndarray] = {}
+
+
+def _literal_text(value: object, type_: str) -> str:
+    if type_ == STRING:
+        return "'" + str(value).replace("'", "''") + "'"
+    if type_ == BOOLEAN:
+        return "TRUE" if value else "FALSE"
+    return repr(value)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """INT / INT truncated toward zero; by zero 0; INT64_MIN / -1 wraps."""
+    zero = b == 0
+    safe = np.where(zero, 1, b)
+    with np.errstate(all="ignore"):
+        q = (a - np.fmod(a, safe)) // safe          # exact, so floor and truncation agree
+    q[zero] = 0
+    return q
+
+
+def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """INT % INT with the sign of the dividend; by zero 0."""
+    zero = b == 0
+    r = np.fmod(a, np.where(zero, 1, b))
+    r[zero] = 0
+    return r
+
+
+_INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": _int_div, "%": _int_mod}
+_FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "%": np.fmod}
+_CMP_OPS = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+            ">=": np.greater_equal}
+ArrayOp = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _cmp_kernel(op: str, lt: str, rt: str, at: str, label: str) -> ArrayOp:
+    """Type-check ``left op right`` and return the array comparison (numeric promotion included).
+
+    ``at`` is the position prefix of error messages, ``label`` names the construct in them.
+    """
+    ufunc = _CMP_OPS[op]
+    if lt in NUMERIC and rt in NUMERIC:
+        lconv = lt != FLOAT and rt == FLOAT
+        rconv = rt != FLOAT and lt == FLOAT
+
+        def numeric(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            if lconv:
+                a = a.astype(np.float64)
+            if rconv:
+                b = b.astype(np.float64)
+            return ufunc(a, b)
+        return numeric
+    if lt == rt == STRING or (lt == rt == BOOLEAN and op in ("=", "<>")):
+        return lambda a, b: ufunc(a, b).astype(np.bool_, copy=False)
+    if lt == rt == BOOLEAN:
+        raise SchemaError(f"{at}{label} does not order BOOLEAN values (only = and <> apply)")
+    raise SchemaError(f"{at}{label} cannot compare {lt} with {rt}")
+
+
+# ---------------------------------------------------------------- compilation, one function per node
+
+
+def _compile(expr: Expr, resolve: Resolver) -> CompiledExpr:
+    compiler = _COMPILERS.get(type(expr))
+    if compiler is None:
+        raise SchemaError(f"{_at(expr)}{_describe(expr)} cannot be compiled as a scalar expression here "
+                          "(the planner replaces it by a column first)")
+    return compiler(expr, resolve)
+
+
+def _describe(expr: object) -> str:
+    if isinstance(expr, Aggregate):
+        return f"aggregate {expr.func}(" + ("*" if expr.arg is None else "...") + ")"
+    return {
+        ScalarSubquery: "scalar subquery", InSubquery: "IN (subquery)", Exists: "EXISTS (subquery)",
+        Quantified: f"{getattr(expr, 'quantifier', '')} (subquery)", Star: "*",
+    }.get(type(expr), f"{type(expr).__name__} node")
+
+
+def _literal(e: Literal, resolve: Resolver) -> CompiledExpr:
+    t = e.type.upper()
+    try:
+        value = coerce_value(e.value, t)
+    except (TypeError, ValueError) as err:
+        raise SchemaError(f"{_at(e)}bad literal: {err}") from None
+    return CompiledExpr(t, frozenset(), _literal_text(value, t), _const_fn(value, _DTYPES[t]), constant=True)
+
+
+def _column(e: ColumnRef, resolve: Resolver) -> CompiledExpr:
+    key, t = resolve(e)
+    t = t.upper()
+    if t not in _DTYPES:
+        raise SchemaError(f"{_at(e)}column {e.name} has unknown type {t!r}")
+    dtype = _DTYPES[t]
+
+    def fn(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        arr = cols[key]
+        if not isinstance(arr, np.ndarray) or arr.dtype != dtype:
+            arr = np.asarray(arr, dtype=dtype)
+        return arr
+    text = f"{e.qualifier}.{e.name}" if e.qualifier else e.name
+    return CompiledExpr(t, frozenset({key}), text, fn)
+
+
+def _binary(e: BinaryOp, resolve: Resolver) -> CompiledExpr:
+    op = "<>" if e.op == "!=" else e.op.upper()
+    left, right = _compile(e.left, resolve), _compile(e.right, resolve)
+    lt, rt = left.type, right.type
+    lf, rf = left.fn, right.fn
+    text = f"{_paren(left)} {op} {_paren(right)}"
+    if op in _INT_OPS:
+        if lt not in NUMERIC or rt not in NUMERIC:
+            hint = " (use || to concatenate strings)" if op == "+" and lt == rt == STRING else ""
+            raise SchemaError(f"{_at(e)}operator {op} does not apply to {lt} and {rt}{hint}")
+        if FLOAT in (lt, rt):
+            kernel, lconv, rconv, t = _FLOAT_OPS[op], lt != FLOAT, rt != FLOAT, FLOAT
+        else:
+            kernel, lconv, rconv, t = _INT_OPS[op], False, False, INT
+
+        def arith(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+            a, b = lf(cols, n), rf(cols, n)
+            if lconv:
+                a = a.astype(np.float64)
+            if rconv:
+                b = b.astype(np.float64)
+            with np.errstate(all="ignore"):
+                return kernel(a, b)
+        return _node(t, (left, right), text, arith)
+    if op in _CMP_OPS:
+        cmp = _cmp_kernel(op, lt, rt, _at(e), f"operator {op}")
+        return _node(BOOLEAN, (left, right), text, lambda cols, n: cmp(lf(cols, n), rf(cols, n)))
+    if op in ("AND", "OR"):
+        if lt != BOOLEAN or rt != BOOLEAN:
+            raise SchemaError(f"{_at(e)}{op} needs BOOLEAN operands, got {lt} and {rt}")
+        ufunc = np.logical_and if op == "AND" else np.logical_or
+        return _node(BOOLEAN, (left, right), text, lambda cols, n: ufunc(lf(cols, n), rf(cols, n)))
+    if op == "||":
+        if lt != STRING or rt != STRING:
+            raise SchemaError(f"{_at(e)}operator || needs STRING operands, got {lt} and {rt}")
+
+        def concat(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+            return np.fromiter(map(str.__add__, lf(cols, n), rf(cols, n)), dtype=object, count=n)
+        return _node(STRING, (left, right), text, concat)
+    raise SchemaError(f"{_at(e)}unknown operator {e.op}")
+
+
+def _unary(e: UnaryOp, resolve: Resolver) -> CompiledExpr:
+    op = e.op.upper()
+    arg = _compile(e.operand, resolve)
+    f = arg.fn
+    if op == "-":
+        if arg.type not in NUMERIC:
+            raise SchemaError(f"{_at(e)}unary - needs a number, got {arg.type}")
+
+        def neg(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                return np.negative(f(cols, n))
+        return _node(FLOAT if arg.type == FLOAT else INT, (arg,), f"-{_paren(arg)}", neg)
+    if op == "NOT":
+        if arg.type != BOOLEAN:
+            raise SchemaError(f"{_at(e)}NOT needs a BOOLEAN, got {arg.type}")
+        return _node(BOOLEAN, (arg,), f"NOT {_paren(arg)}", lambda cols, n: np.logical_not(f(cols, n)))
+    raise SchemaError(f"{_at(e)}unknown unary operator {e.op}")
+
+
+def _strings(fn: Callable[[str], object], dtype: object) -> Callable[[np.ndarray, int], np.ndarray]:
+    return lambda a, n: np.fromiter(map(fn, a), dtype=dtype, count=n)
+
+
+_FUNCS: dict[str, tuple[frozenset[str], Callable[[str], str], Callable[[np.ndarray, int], np.ndarray]]] = {
+    # name: (accepted argument types, result type from argument type, array kernel)
+    "LOWER": (frozenset({STRING}), lambda t: STRING, _strings(str.lower, object)),
+    "UPPER": (frozenset({STRING}), lambda t: STRING, _strings(str.upper, object)),
+    "LENGTH": (frozenset({STRING}), lambda t: INT, _strings(len, np.int64)),
+    "ABS": (NUMERIC, lambda t: FLOAT if t == FLOAT else INT, lambda a, n: np.abs(a)),
+}
+
+
+def _func(e: FuncCall, resolve: Resolver) -> CompiledExpr:
+    name = e.name.upper()
+    if name not in _FUNCS:
+        raise SchemaError(f"{_at(e)}unknown function {e.name} (known: {', '.join(_FUNCS)})")
+    accepted, result, kernel = _FUNCS[name]
+    if len(e.args) != 1:
+        raise SchemaError(f"{_at(e)}{name} takes 1 argument, got {len(e.args)}")
+    arg = _compile(e.args[0], resolve)
+    if arg.type not in accepted:
+        raise SchemaError(f"{_at(e)}{name} needs {' or '.join(sorted(accepted))}, got {arg.type}")
+    f = arg.fn
+
+    def call(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return kernel(f(cols, n), n)
+    return _node(result(arg.type), (arg,), f"{name}({arg.text})", call, atomic=True)
+
+
+def _in_list(e: InList, resolve: Resolver) -> CompiledExpr:
+    x = _compile(e.expr, resolve)
+    items = tuple(_compile(i, resolve) for i in e.items)
+    label = "NOT IN" if e.negated else "IN"
+    tests = [(_cmp_kernel("=", x.type, i.type, _at(node) or _at(e), label), i.fn)
+             for node, i in zip(e.items, items)]
+    xf, negated = x.fn, e.negated
+
+    def member(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        a = xf(cols, n)
+        out = np.zeros(n, dtype=np.bool_)
+        for cmp, f in tests:
+            out |= cmp(a, f(cols, n))
+        return ~out if negated else out
+    text = f"{_paren(x)} {label} ({', '.join(i.text for i in items)})"
+    return _node(BOOLEAN, (x, *items), text, member)
+
+
+def _between(e: Between, resolve: Resolver) -> CompiledExpr:
+    x, lo, hi = (_compile(c, resolve) for c in (e.expr, e.low, e.high))
+    label = "NOT BETWEEN" if e.negated else "BETWEEN"
+    ge = _cmp_kernel(">=", x.type, lo.type, _at(e), label)
+    le = _cmp_kernel("<=", x.type, hi.type, _at(e), label)
+    xf, lof, hif, negated = x.fn, lo.fn, hi.fn, e.negated
+
+    def between(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        a = xf(cols, n)
+        out = ge(a, lof(cols, n)) & le(a, hif(cols, n))
+        return ~out if negated else out
+    text = f"{_paren(x)} {label} {_paren(lo)} AND {_paren(hi)}"
+    return _node(BOOLEAN, (x, lo, hi), text, between)
+
+
+def like_regex(pattern: str) -> re.Pattern[str]:
+    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal.
+
+    >>> bool(like_regex("a.c%").fullmatch("a.cd")), bool(like_regex("a.c%").fullmatch("abcd"))
+    (True, False)
+    """
+    parts = (".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _like(e: Like, resolve: Resolver) -> CompiledExpr:
+    x = _compile(e.expr, resolve)
+    label = "NOT LIKE" if e.negated else "LIKE"
+    if x.type != STRING:
+        raise SchemaError(f"{_at(e)}{label} needs a STRING on its left, got {x.type}")
+    if not (isinstance(e.pattern, Literal) and e.pattern.type.upper() == STRING):
+        raise SchemaError(f"{_at(e.pattern) or _at(e)}the pattern of {label} must be a string literal")
+    pattern = _literal(e.pattern, resolve)
+    match = like_regex(str(e.pattern.value)).fullmatch
+    xf, negated = x.fn, e.negated
+
+    def like(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        out = np.fromiter((match(s) is not None for s in xf(cols, n)), dtype=np.bool_, count=n)
+        return ~out if negated else out
+    return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}", like)
+
+
+def _case(e: Case, resolve: Resolver) -> CompiledExpr:
+    if not e.whens:
+        raise SchemaError(f"{_at(e)}CASE needs at least one WHEN")
+    operand = _compile(e.operand, resolve) if e.operand is not None else None
+    conds = [_compile(w, resolve) for w, _ in e.whens]
+    results = [_compile(r, resolve) for _, r in e.whens]
+    else_ = _compile(e.else_, resolve) if e.else_ is not None else None
+    branches = results + ([else_] if else_ is not None else [])
+
+    types = {r.type for r in branches}
+    if len(types) == 1:
+        t = types.pop()
+    elif types <= NUMERIC:
+        t = FLOAT if FLOAT in types else INT
+    else:
+        raise SchemaError(f"{_at(e)}CASE results have incompatible types {', '.join(sorted(types))}")
+
+    if operand is None:
+        for w, c in zip((w for w, _ in e.whens), conds):
+            if c.type != BOOLEAN:
+                raise SchemaError(f"{_at(w) or _at(e)}a WHEN condition must be BOOLEAN, got {c.type}")
+        tests = [(None, c.fn) for c in conds]
+    else:
+        tests = [(_cmp_kernel("=", operand.type, c.type, _at(w) or _at(e), "CASE"), c.fn)
+                 for (w, _), c in zip(e.whens, conds)]
+    of = operand.fn if operand is not None else None
+    dtype = _DTYPES[t]
+    values = [(r.fn, r.type != t and t == FLOAT) for r in results]
+    default = else_.fn if else_ is not None else _const_fn(_ZERO[t], dtype)
+    default_conv = else_ is not None and else_.type != t and t == FLOAT
+
+    def case(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        key = of(cols, n) if of is not None else None
+        out = default(cols, n)
+        if default_conv:
+            out = out.astype(dtype)
+        # the first matching WHEN wins: apply them from last to first
+        for (cmp, cf), (vf, conv) in reversed(list(zip(tests, values))):
+            cond = cf(cols, n) if cmp is None else cmp(key, cf(cols, n))
+            value = vf(cols, n)
+            out = np.where(cond, value.astype(dtype) if conv else value, out)
+        return out
+
+    parts = ["CASE"] + ([operand.text] if operand is not None else [])
+    parts += [f"WHEN {c.text} THEN {r.text}" for c, r in zip(conds, results)]
+    parts += [f"ELSE {else_.text}"] if else_ is not None else []
+    children = tuple(x for x in (operand, *conds, *branches) if x is not None)
+    return _node(t, children, " ".join(parts) + " END", case, atomic=True)
+
+
+_COMPILERS: dict[type, Callable[[Expr, Resolver], CompiledExpr]] = {
+    Literal: _literal, ColumnRef: _column, BinaryOp: _binary, UnaryOp: _unary, FuncCall: _func,
+    InList: _in_list, Between: _between, Like: _like, Case: _case,
+}

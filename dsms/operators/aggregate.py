@@ -1,0 +1,150 @@
+"""Grouped aggregation (γ) with COUNT, SUM, AVG, MIN, MAX and COUNT(DISTINCT), maintained incrementally.
+
+Source: digest-004 R-PLAN-06 (MIN/MAX must keep their window: when the extreme expires, rescan, E8.1);
+digest-003 section 3.8-3.9 (vanishing groups); digest-002a section 3.11 (a PNA aggregate must not publish
+intermediate values inside one instant). Within a batch, the changes of each instant are gathered and each
+touched group emits its old row as a delete and its new row as an insert once per instant; a group whose
+count reaches zero disappears (an aggregate over an empty relation yields no row, SPEC section 3).
+
+FLOAT sums are kept exactly (as an integer multiple of 2**-1074) so that inserting and later deleting a value
+leaves no rounding residue: SUM and AVG equal the correctly rounded sum of the values in the group.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from dsms.batch import Batch, from_rows
+from dsms.operators.base import Operator
+from dsms.queues import Queue
+
+SCALE = 2**1074
+
+
+def _exact(v: float) -> int:
+    n, d = float(v).as_integer_ratio()
+    return n * (SCALE // d)
+
+
+class _Group:
+    __slots__ = ("count", "states")
+
+    def __init__(self, n: int) -> None:
+        self.count = 0
+        self.states: list = [None] * n
+
+
+class AggregateOp(Operator):
+    kind = "aggregate"
+
+    def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
+                 dtypes: list) -> None:
+        label = ", ".join(f"{f}({'DISTINCT ' if d else ''}{'*' if a is None else f'${a}'})" for f, a, d in aggs)
+        if group:
+            label = f"GROUP BY {', '.join(f'${g}' for g in group)}: " + label
+        super().__init__([inp], out, label)
+        self.group = group
+        self.aggs = aggs
+        self.arg_types = arg_types      # type of each aggregate's argument (None for COUNT(*))
+        self.dtypes = dtypes
+        self.groups: dict[tuple, _Group] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self.groups)
+
+    # ---------------------------------------------------------------- state per aggregate
+
+    def _new_state(self, j: int):
+        func, arg, distinct = self.aggs[j]
+        if distinct or func in ("MIN", "MAX"):
+            return Counter()
+        if func in ("SUM", "AVG"):
+            return 0
+        return None
+
+    def _update(self, g: _Group, row: tuple, s: int) -> None:
+        for j, (func, arg, distinct) in enumerate(self.aggs):
+            if arg is None or (func == "COUNT" and not distinct):
+                continue
+            st = g.states[j]
+            if st is None:
+                st = g.states[j] = self._new_state(j)
+            v = row[arg]
+            if isinstance(st, Counter):
+                c = st[v] + s
+                if c:
+                    st[v] = c
+                else:
+                    del st[v]
+            elif self.arg_types[j] == "FLOAT":
+                g.states[j] = st + s * _exact(v)
+            else:
+                g.states[j] = st + s * v
+
+    def _value(self, g: _Group, j: int):
+        func, arg, distinct = self.aggs[j]
+        st = g.states[j]
+        if func == "COUNT":
+            return len(st) if distinct else g.count
+        if func in ("MIN", "MAX"):
+            return min(st) if func == "MIN" else max(st)
+        float_arg = self.arg_types[j] == "FLOAT"
+        if distinct:
+            total = sum(_exact(v) for v in st) if float_arg else sum(st)
+            n = len(st)
+        else:
+            total = st if st is not None else 0
+            n = g.count
+        if func == "SUM":
+            return total / SCALE if float_arg else total
+        return total / (SCALE * n) if float_arg else total / n
+
+    def _row(self, key: tuple, g: _Group) -> tuple:
+        return key + tuple(self._value(g, j) for j in range(len(self.aggs)))
+
+    # ---------------------------------------------------------------- processing
+
+    def on_batch(self, i: int, batch: Batch) -> None:
+        out_ts: list[int] = []
+        out_sign: list[int] = []
+        out_rows: list[tuple] = []
+        before: dict[tuple, tuple | None] = {}     # group key -> its row before this instant
+        cur_t = None
+        groups, gcols, nagg = self.groups, self.group, len(self.aggs)
+
+        def flush(t):
+            for key, old in before.items():
+                g = groups.get(key)
+                new = self._row(key, g) if g is not None else None
+                if old == new:
+                    continue
+                if old is not None:
+                    out_ts.append(t)
+                    out_sign.append(-1)
+                    out_rows.append(old)
+                if new is not None:
+                    out_ts.append(t)
+                    out_sign.append(1)
+                    out_rows.append(new)
+            before.clear()
+
+        for t, s, row in zip(batch.ts.tolist(), batch.sign.tolist(), batch.rows()):
+            if t != cur_t:
+                if before:
+                    flush(cur_t)
+                cur_t = t
+            key = tuple(row[c] for c in gcols)
+            g = groups.get(key)
+            if key not in before:
+                before[key] = self._row(key, g) if g is not None else None
+            if g is None:
+                g = groups[key] = _Group(nagg)
+            g.count += s
+            self._update(g, row, s)
+            if g.count == 0:
+                del groups[key]
+        if before:
+            flush(cur_t)
+        if out_rows:
+            self.emit(from_rows(out_ts, out_sign, out_rows, self.dtypes))

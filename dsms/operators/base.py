@@ -1,0 +1,147 @@
+"""The operator base: input cursors, per-input time frontiers, heartbeat forwarding, statistics.
+
+Source: digest-004 R-PLAN-07 (``run(budget)`` consumes a bounded amount of input, then returns to the
+scheduler) and R-TIME-03 (heartbeats). A frontier is the smallest timestamp an input may still deliver: the
+last element's timestamp, or a heartbeat's. An operator's own output frontier is the minimum over its inputs,
+forwarded as a heartbeat whenever it passes what the output's data already says.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dsms.batch import Batch, Heartbeat
+from dsms.queues import Queue, QueueReader
+
+NEG_INF = -(2**62)
+
+
+class Operator:
+    """Base of all operators. Subclasses implement ``on_batch`` and, if they hold back output until time
+    passes, ``on_frontier``."""
+
+    kind = "operator"
+
+    def __init__(self, inputs: list[Queue], output: Queue, label: str = "") -> None:
+        self.id = ""
+        self.label = label
+        self.readers: list[QueueReader] = [q.reader() for q in inputs]
+        self.input_queues = list(inputs)
+        self.output = output
+        self.frontiers = [q.last_ts if q.last_ts is not None else NEG_INF for q in inputs]
+        self.owners: set[str] = set()
+        self.epoch = 0
+        # statistics, kept per batch (SPEC section 8)
+        self.tuples_in = 0
+        self.tuples_out = 0
+        self.batches_in = 0
+        self.cost_ns_per_tuple = 0.0
+        self.selectivity = 1.0
+        self.priority = 0
+        self.last_ts: int | None = None
+
+    # ---------------------------------------------------------------- scheduling interface
+
+    def ready(self) -> bool:
+        return any(r.pending() for r in self.readers)
+
+    def pending_rows(self) -> int:
+        return sum(r.peek_rows() for r in self.readers)
+
+    def run(self, budget: int = 1 << 30) -> int:
+        """Consume up to ``budget`` queue items (batches or heartbeats). Returns how many were consumed."""
+        done = 0
+        t0 = time.perf_counter_ns()
+        rows_in = 0
+        out_before = self.output.tuples_in
+        while done < budget:
+            progressed = False
+            for i, r in enumerate(self.readers):
+                if done >= budget:
+                    break
+                item = r.get()
+                if item is None:
+                    continue
+                progressed = True
+                done += 1
+                if isinstance(item, Batch):
+                    n = len(item)
+                    rows_in += n
+                    last = int(item.ts[-1])
+                    if last > self.frontiers[i]:
+                        self.frontiers[i] = last
+                    self.last_ts = last
+                    self.on_batch(i, item)
+                elif item.ts > self.frontiers[i]:
+                    self.frontiers[i] = item.ts
+                    self.on_heartbeat(i)
+            if not progressed:
+                break
+        if done:
+            self.on_frontier(self.frontier())
+            self.forward_heartbeat()
+            self._account(rows_in, self.output.tuples_in - out_before, time.perf_counter_ns() - t0)
+        return done
+
+    def _account(self, rows_in: int, rows_out: int, ns: int) -> None:
+        self.batches_in += 1
+        self.tuples_in += rows_in
+        self.tuples_out += rows_out
+        if rows_in:
+            a = 0.2
+            self.cost_ns_per_tuple = (1 - a) * self.cost_ns_per_tuple + a * (ns / rows_in) \
+                if self.batches_in > 1 else ns / rows_in
+            self.selectivity = (1 - a) * self.selectivity + a * (rows_out / rows_in) \
+                if self.batches_in > 1 else rows_out / rows_in
+
+    # ---------------------------------------------------------------- hooks
+
+    def frontier(self) -> int:
+        return min(self.frontiers) if self.frontiers else NEG_INF
+
+    def on_batch(self, i: int, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def on_heartbeat(self, i: int) -> None:
+        """Called when input ``i``'s frontier advanced by a heartbeat."""
+
+    def on_frontier(self, f: int) -> None:
+        """Called after a run with the operator's input frontier: release what is now final."""
+
+    def forward_heartbeat(self) -> None:
+        f = self.frontier()
+        if f > NEG_INF:
+            self.output.put(Heartbeat(f))
+
+    def emit(self, batch: Batch) -> None:
+        if len(batch):
+            self.output.put(batch)
+
+    # ---------------------------------------------------------------- teardown and display
+
+    def close(self) -> None:
+        for q, r in zip(self.input_queues, self.readers):
+            q.detach(r)
+
+    def explain(self) -> str:
+        return f"{self.kind}{': ' + self.label if self.label else ''}"
+
+
+def colmap(batch: Batch) -> dict[str, np.ndarray]:
+    """The batch's columns under the positional keys the compiled expressions read (``$0``, ``$1``, ..)."""
+    return {f"${i}": c for i, c in enumerate(batch.cols)}
+
+
+def merge_by_ts(batches: list[Batch]) -> Batch:
+    """Rows of all batches in timestamp order (stable: ties keep batch order, then row order)."""
+    from dsms.batch import concat
+    parts = [b for b in batches if len(b)]
+    if not parts:
+        return batches[0]
+    if len(parts) == 1:
+        return parts[0]
+    b = concat(parts)
+    order = np.argsort(b.ts, kind="stable")
+    return b.take(order)

@@ -1,0 +1,36 @@
+"""Project (π): compute the output columns from expressions, duplicate-preserving; vectorised.
+
+Source: digest-004 R-PLAN-04 (duplicate-preserving projection has no synopsis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dsms.batch import Batch
+from dsms.expr.compile import CompiledExpr
+from dsms.operators.base import Operator, colmap
+from dsms.queues import Queue
+
+
+class ProjectOp(Operator):
+    kind = "project"
+
+    def __init__(self, exprs: list[CompiledExpr | int], inp: Queue, out: Queue) -> None:
+        """``exprs`` holds a compiled expression, or the input column number for a plain column copy."""
+        label = ", ".join(f"${e}" if isinstance(e, int) else e.text for e in exprs)
+        super().__init__([inp], out, label)
+        self.exprs = exprs
+
+    def on_batch(self, i: int, batch: Batch) -> None:
+        n = len(batch)
+        cm = None
+        cols: list[np.ndarray] = []
+        for e in self.exprs:
+            if isinstance(e, int):
+                cols.append(batch.cols[e])
+            else:
+                if cm is None:
+                    cm = colmap(batch)
+                cols.append(e(cm, n))
+        self.emit(Batch(batch.ts, batch.sign, cols))

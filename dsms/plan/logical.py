@@ -1,0 +1,343 @@
+"""Logical plan nodes: one frozen dataclass per operator of the CQL algebra (digest-004 section 2.D,
+digest-002a sections 2.4-2.5).
+
+A node's fields describe the computation only; output column names live in ``names``, which is excluded from
+equality, so two queries that compute the same thing under different names get equal (hashable) subtrees and
+the physical planner runs them once (digest-004 R-SHR-01). Expressions are ``dsms.cql.ast`` trees whose column
+references are positional: ``ColumnRef("$3")`` is column 3 of the node's input (for a join, of left + right).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from dsms.cql.ast import Expr
+
+STREAM = "stream"
+RELATION = "relation"
+
+
+def _names() -> tuple[str, ...]:
+    return field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class StreamScan:
+    """A registered input stream."""
+
+    name: str
+    types: tuple[str, ...]
+    names: tuple[str, ...] = _names()
+    kind = STREAM
+
+    @property
+    def children(self) -> tuple:
+        return ()
+
+    @property
+    def monotone(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class RelationScan:
+    """A registered base relation, fed by timestamped inserts and deletes."""
+
+    name: str
+    types: tuple[str, ...]
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return ()
+
+    @property
+    def monotone(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class QueryOutput:
+    """The result of a registered view or named query, read by later queries (its netted output)."""
+
+    query_id: str
+    kind: str
+    types: tuple[str, ...]
+    is_monotone: bool = False
+    names: tuple[str, ...] = _names()
+
+    @property
+    def children(self) -> tuple:
+        return ()
+
+    @property
+    def monotone(self) -> bool:
+        return self.kind == STREAM or self.is_monotone
+
+
+@dataclass(frozen=True)
+class Sample:
+    """SAMPLE(p): keep each stream element with probability p/100 (digest-004 R-CQL-08)."""
+
+    child: object
+    percent: float
+    names: tuple[str, ...] = _names()
+    kind = STREAM
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.child.types
+
+    @property
+    def monotone(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Window:
+    """A stream-to-relation window: RANGE (``range``, optional ``slide``), ROWS (``rows``, optional
+    ``partition`` column positions), NOW, UNBOUNDED. SPEC section 3 defines each."""
+
+    child: object
+    wkind: str
+    range: int | None = None
+    slide: int | None = None
+    rows: int | None = None
+    partition: tuple[int, ...] = ()
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.child.types
+
+    @property
+    def monotone(self) -> bool:
+        return self.wkind == "UNBOUNDED" and self.child.monotone
+
+
+@dataclass(frozen=True)
+class Filter:
+    child: object
+    predicate: Expr
+    names: tuple[str, ...] = _names()
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def kind(self) -> str:
+        return self.child.kind
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.child.types
+
+    @property
+    def monotone(self) -> bool:
+        return self.child.monotone
+
+
+@dataclass(frozen=True)
+class Project:
+    child: object
+    exprs: tuple[Expr, ...]
+    types: tuple[str, ...]
+    names: tuple[str, ...] = _names()
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def kind(self) -> str:
+        return self.child.kind
+
+    @property
+    def monotone(self) -> bool:
+        return self.child.monotone
+
+
+@dataclass(frozen=True)
+class Join:
+    """Relation join; ``left_keys``/``right_keys`` are the equi-join columns (hashed), ``predicate`` the rest,
+    over the concatenated schema left + right."""
+
+    left: object
+    right: object
+    left_keys: tuple[int, ...] = ()
+    right_keys: tuple[int, ...] = ()
+    predicate: Expr | None = None
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.left, self.right)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.left.types + self.right.types
+
+    @property
+    def monotone(self) -> bool:
+        return self.left.monotone and self.right.monotone
+
+
+@dataclass(frozen=True)
+class SemiJoin:
+    """Left rows that have (``anti=False``) or have no (``anti=True``) matching right row: IN, EXISTS, ANY and
+    ALL subqueries. Output is the left schema, with the left multiplicities."""
+
+    left: object
+    right: object
+    left_keys: tuple[int, ...] = ()
+    right_keys: tuple[int, ...] = ()
+    predicate: Expr | None = None
+    anti: bool = False
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.left, self.right)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.left.types
+
+    @property
+    def monotone(self) -> bool:
+        return not self.anti and self.left.monotone and self.right.monotone
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """GROUP BY ``group`` columns with ``aggs`` = (func, arg column or None, distinct). Output: the group
+    columns, then one column per aggregate."""
+
+    child: object
+    group: tuple[int, ...]
+    aggs: tuple[tuple[str, int | None, bool], ...]
+    types: tuple[str, ...]
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def monotone(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Distinct:
+    child: object
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.child.types
+
+    @property
+    def monotone(self) -> bool:
+        return self.child.monotone
+
+
+@dataclass(frozen=True)
+class SetOp:
+    """UNION / EXCEPT / INTERSECT, ``all`` for the bag forms."""
+
+    left: object
+    right: object
+    op: str
+    all: bool
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.left, self.right)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.left.types
+
+    @property
+    def monotone(self) -> bool:
+        if self.op == "UNION" or self.op == "INTERSECT":
+            return self.left.monotone and self.right.monotone
+        return False
+
+
+@dataclass(frozen=True)
+class ToStream:
+    """ISTREAM, DSTREAM or RSTREAM. ``ticks`` are the query's inputs whose instants drive RSTREAM."""
+
+    child: object
+    op: str
+    ticks: tuple = ()
+    names: tuple[str, ...] = _names()
+    kind = STREAM
+
+    @property
+    def children(self) -> tuple:
+        return (self.child, *self.ticks)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.child.types
+
+    @property
+    def monotone(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Changelog:
+    """The sink of a relation-valued query: the net change of each instant, once the instant is final."""
+
+    child: object
+    names: tuple[str, ...] = _names()
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return self.child.types
+
+    @property
+    def monotone(self) -> bool:
+        return self.child.monotone
+
+
+def with_names(node, names: tuple[str, ...]):
+    """The same node under other output names (names never change what is computed)."""
+    return replace(node, names=tuple(names))
+
+
+def walk(node):
+    """Every node of the tree, children before parents."""
+    for c in node.children:
+        yield from walk(c)
+    yield node

@@ -1,0 +1,207 @@
+"""The physical planner: logical nodes become operators and queues, one small function per node kind.
+
+Identical subplans run once (digest-004 R-SHR-01, E7): the planner memoises each logical node's output queue,
+and a second query that needs an equal node gets a new reader on the same (shared) queue. A stateful subplan
+is only shared while no input has arrived since it was built, so that every query's state reflects exactly
+the input that arrived after it was registered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dsms.cql import ast
+from dsms.errors import SchemaError
+from dsms.expr.compile import CompiledExpr, compile_expr, numpy_dtype
+from dsms.operators.aggregate import AggregateOp
+from dsms.operators.base import Operator
+from dsms.operators.distinct import DistinctOp
+from dsms.operators.join import JoinOp
+from dsms.operators.netting import ChangelogOp, ToStreamOp
+from dsms.operators.partition_window import PartitionWindowOp
+from dsms.operators.project import ProjectOp
+from dsms.operators.range_window import RangeWindowOp
+from dsms.operators.row_window import RowWindowOp
+from dsms.operators.sample import SampleOp
+from dsms.operators.select import SelectOp
+from dsms.operators.semi_join import SemiJoinOp
+from dsms.operators.set_op import SetOpOp
+from dsms.plan import logical as L
+from dsms.plan.binder import type_resolver
+from dsms.queues import Queue
+
+
+def dtypes_of(types) -> list:
+    return [numpy_dtype(t) for t in types]
+
+
+def compile_over(expr, types) -> CompiledExpr:
+    return compile_expr(expr, type_resolver(list(types)))
+
+
+@dataclass
+class Built:
+    """What the planner made for one logical node."""
+
+    queue: Queue
+    op: Operator | None
+    epoch: int
+    users: set[str] = field(default_factory=set)
+
+
+class PhysicalPlanner:
+    """Builds operators into the engine's plan, sharing equal subplans."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.memo: dict[object, Built] = {}      # node -> the newest build of it (reusable)
+        self.built: list[Built] = []             # every build, for release
+
+    def build(self, node, query_id: str) -> Queue:
+        built = self.memo.get(node)
+        stateless_leaf = isinstance(node, L.StreamScan | L.RelationScan | L.QueryOutput)
+        if built is not None and (stateless_leaf or built.epoch == self.engine.input_epoch):
+            built.users.add(query_id)
+            if built.op is not None:
+                built.op.owners.add(query_id)
+            for child in node.children:       # the children are shared too: record the new owner
+                self.build(child, query_id)
+            return built.queue
+        make = getattr(self, "_" + type(node).__name__)
+        queue, op = make(node, query_id)
+        if op is not None:
+            self.engine.add_operator(op, query_id)
+        b = Built(queue, op, self.engine.input_epoch, {query_id})
+        self.memo[node] = b
+        self.built.append(b)
+        return queue
+
+    def release(self, query_id: str) -> list[Operator]:
+        """Forget the query; returns the operators nothing uses any more."""
+        freed = []
+        for built in self.built:
+            built.users.discard(query_id)
+            if built.op is not None:
+                built.op.owners.discard(query_id)
+                if not built.users:
+                    freed.append(built.op)
+        self.built = [b for b in self.built if b.users]
+        self.memo = {n: b for n, b in self.memo.items() if b.users}
+        return freed
+
+    # ---------------------------------------------------------------- leaves
+
+    def _StreamScan(self, node: L.StreamScan, qid):
+        return self.engine.source_queue(node.name), None
+
+    def _RelationScan(self, node: L.RelationScan, qid):
+        return self.engine.source_queue(node.name), None
+
+    def _QueryOutput(self, node: L.QueryOutput, qid):
+        return self.engine.query_output_queue(node.query_id), None
+
+    # ---------------------------------------------------------------- unary
+
+    def _new_queue(self) -> Queue:
+        return self.engine.new_queue()
+
+    def _Sample(self, node: L.Sample, qid):
+        inp = self.build(node.child, qid)
+        out = self._new_queue()
+        return out, SampleOp(node.percent, self.engine.next_seed(), inp, out)
+
+    def _Window(self, node: L.Window, qid):
+        inp = self.build(node.child, qid)
+        if node.wkind == "UNBOUNDED":
+            return inp, None
+        out = self._new_queue()
+        if node.wkind == "RANGE":
+            return out, RangeWindowOp(node.range, node.slide, inp, out)
+        if node.partition:
+            return out, PartitionWindowOp(node.rows, node.partition, inp, out)
+        return out, RowWindowOp(node.rows, inp, out)
+
+    def _Filter(self, node: L.Filter, qid):
+        inp = self.build(node.child, qid)
+        out = self._new_queue()
+        pred = compile_over(node.predicate, node.child.types)
+        if pred.type != "BOOLEAN":
+            raise SchemaError(f"a condition must be BOOLEAN, not {pred.type}")
+        return out, SelectOp(pred, inp, out)
+
+    def _Project(self, node: L.Project, qid):
+        inp = self.build(node.child, qid)
+        exprs: list = []
+        for e in node.exprs:
+            if isinstance(e, ast.ColumnRef) and e.name.startswith("$"):
+                exprs.append(int(e.name[1:]))
+            elif isinstance(e, ast.FuncCall) and e.name == "FLOAT":     # set-operation widening
+                exprs.append(_FloatCast(compile_over(e.args[0], node.child.types)))
+            else:
+                exprs.append(compile_over(e, node.child.types))
+        if exprs == list(range(len(node.child.types))):
+            return inp, None                                           # identity
+        out = self._new_queue()
+        return out, ProjectOp(exprs, inp, out)
+
+    def _Aggregate(self, node: L.Aggregate, qid):
+        inp = self.build(node.child, qid)
+        out = self._new_queue()
+        ctypes = node.child.types
+        arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
+        return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+
+    def _Distinct(self, node: L.Distinct, qid):
+        inp = self.build(node.child, qid)
+        out = self._new_queue()
+        return out, DistinctOp(inp, out, dtypes_of(node.types))
+
+    # ---------------------------------------------------------------- binary
+
+    def _Join(self, node: L.Join, qid):
+        left = self.build(node.left, qid)
+        right = self.build(node.right, qid)
+        out = self._new_queue()
+        pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
+        return out, JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types))
+
+    def _SemiJoin(self, node: L.SemiJoin, qid):
+        left = self.build(node.left, qid)
+        right = self.build(node.right, qid)
+        out = self._new_queue()
+        both = node.left.types + node.right.types
+        pred = compile_over(node.predicate, both) if node.predicate is not None else None
+        return out, SemiJoinOp(left, right, out, node.left_keys, node.right_keys, pred, node.anti,
+                               dtypes_of(node.left.types), dtypes_of(node.right.types))
+
+    def _SetOp(self, node: L.SetOp, qid):
+        left = self.build(node.left, qid)
+        right = self.build(node.right, qid)
+        out = self._new_queue()
+        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types))
+
+    # ---------------------------------------------------------------- relation to stream, sinks
+
+    def _ToStream(self, node: L.ToStream, qid):
+        inp = self.build(node.child, qid)
+        ticks = [self.build(t, qid) for t in node.ticks]
+        out = self._new_queue()
+        eager = node.child.monotone and node.op in ("ISTREAM", "DSTREAM")
+        return out, ToStreamOp(node.op, [inp, *ticks], out, dtypes_of(node.types), eager=eager)
+
+    def _Changelog(self, node: L.Changelog, qid):
+        inp = self.build(node.child, qid)
+        out = self._new_queue()
+        return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone)
+
+
+class _FloatCast:
+    """INT column widened to FLOAT where a set operation meets INT and FLOAT."""
+
+    def __init__(self, inner: CompiledExpr) -> None:
+        self.inner = inner
+        self.type = "FLOAT"
+        self.text = f"CAST({inner.text} AS FLOAT)"
+
+    def __call__(self, cols, n):
+        return self.inner(cols, n).astype("float64")
