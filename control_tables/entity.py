@@ -319,8 +319,7 @@ def _build_control_table(cls: type[Entity]) -> None:
 
     cls._ct_init = tuple((a.slot, a.default) for a in attrs.values() if not isinstance(a, ComputedStat))
     cls._ct_copy = tuple(slot for slot, d in cls._ct_init if isinstance(d, _MUTABLE))
-    cls._ct_kind = next((k for k in (vars(c).get("kind") for c in cls.__mro__) if isinstance(k, str)),
-                        re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower())
+    cls._ct_kind = next((k for k in (vars(c).get("kind") for c in cls.__mro__) if isinstance(k, str)), "entity")
 
 
 _build_control_table(Entity)

@@ -11,17 +11,22 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from dsms.batch import Batch, Element, Heartbeat
+from control_tables import Registry
+from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import CQLError, InputError, SchemaError
 from dsms.expr.compile import coerce_value, numpy_dtype
 from dsms.operators.base import Operator
+from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
 from dsms.plan.binder import Binder
+from dsms.plan.explain import explain_text, explain_xml, plan_entities
 from dsms.plan.physical import PhysicalPlanner
+from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
+from dsms.system import EngineSystem
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64}
 
@@ -87,7 +92,7 @@ class Source:
         self.types = [t for _, t in obj.columns]
         self.dtypes = [numpy_dtype(t) for t in self.types]
         self.frontier: int | None = None       # nothing below this may arrive
-        self.contents: dict[tuple, int] = {}   # relations only
+        self.contents: dict[tuple, list[int]] = {}   # relations only: row -> insert times of live copies
         self.elements_in = 0
 
 
@@ -108,16 +113,20 @@ class Engine:
         self.query_list: dict[str, Query] = {}
         self.planner = PhysicalPlanner(self)
         self.input_epoch = 0
-        self._next = {"q": 0, "op": 0, "queue": 0, "seed": 0}
+        self._next = {"q": 0, "seed": 0}
+        self.registry = Registry(clock=self.now)
+        self.system = self.registry.add(EngineSystem(self))
+        self.policy = None
+        self.set_policy(self.system.policy)
 
     # ---------------------------------------------------------------- ids and plumbing for the planner
 
     def _id(self, prefix: str) -> str:
         self._next[prefix] += 1
-        return f"{prefix}{':' if prefix != 'q' else ''}{self._next[prefix]}"
+        return f"{prefix}{self._next[prefix]}"
 
     def new_queue(self) -> Queue:
-        q = Queue(self._id("queue"))
+        q = self.registry.add(Queue())
         self.queues.append(q)
         return q
 
@@ -126,7 +135,7 @@ class Engine:
         return hash((self.config["seed"], self._next["seed"])) & 0xFFFFFFFF
 
     def add_operator(self, op: Operator, query_id: str) -> None:
-        op.id = self._id("op")
+        self.registry.add(op)
         op.owners.add(query_id)
         op.epoch = self.input_epoch
         self.ops.append(op)
@@ -136,6 +145,21 @@ class Engine:
 
     def query_output_queue(self, qid: str) -> Queue:
         return self.query_list[qid].reader.queue
+
+    def relation_snapshot(self, name: str) -> Batch | None:
+        """The live rows of a base relation, stamped with their insert times, for a newly built plan."""
+        src = self.sources[name.lower()]
+        pairs = sorted(((t, r) for r, times in src.contents.items() for t in times), key=lambda p: p[0])
+        if not pairs:
+            return None
+        return from_rows([t for t, _ in pairs], [1] * len(pairs), [r for _, r in pairs], src.dtypes)
+
+    def view_snapshot(self, qid: str) -> Batch | None:
+        """The current contents of a relation-valued query (a view), for a newly built plan."""
+        for op in self.ops:
+            if isinstance(op, ChangelogOp) and op.output is self.query_list[qid].reader.queue:
+                return op.snapshot()
+        return None
 
     # ---------------------------------------------------------------- statements
 
@@ -153,9 +177,7 @@ class Engine:
             obj = StreamDef(s.name, cols, s.source) if isinstance(s, ast.RegisterStream) \
                 else RelationDef(s.name, cols)
             self.catalog.add(s.name, obj)
-            q = Queue(self._id("queue"))
-            q.id = f"{q.id}"
-            self.queues.append(q)
+            q = self.new_queue()
             self.sources[s.name.lower()] = Source(obj, q)
             return obj
         if isinstance(s, ast.RegisterQuery):
@@ -188,22 +210,117 @@ class Engine:
         binder = Binder(self.catalog, {})
         bound = binder.bind_statement_query(query, as_view=view)
         root = bound.node if bound.kind == L.STREAM else L.Changelog(bound.node, names=bound.names)
+        return self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
+                             set(binder.depends), view, publish)
+
+    def _install(self, root, kind: str, columns: list[tuple[str, str]], name: str | None, text: str,
+                 depends: set[str], view: bool = False, publish: str | None = None) -> Query:
+        """Build the physical plan of a bound (or loaded) logical plan and register the query."""
         qid = self._id("q")
-        qdef = QueryDef(qid, name, text or "", bound.kind, list(zip(bound.names, bound.types)), is_view=view,
-                        monotone=root.monotone, publish_topic=publish, depends_on=set(binder.depends))
+        qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
+                        publish_topic=publish, depends_on=depends)
         n_ops = len(self.ops)
         try:
             out = self.planner.build(root, qid)
         except Exception:
             for op in self.planner.release(qid):
                 op.close()
+            for op in self.ops[n_ops:]:
+                if op.id in self.registry:
+                    self.registry.remove(op.id)
             self.ops = self.ops[:n_ops]
             raise
         query = Query(self, qdef, out.reader(), root)
         self.query_list[qid] = query
         if name is not None:
             self.catalog.add(name, qdef)
+        self._plan_changed()
         return query
+
+    # ---------------------------------------------------------------- control tables
+
+    def now(self) -> int | None:
+        """The application time: the largest frontier over the inputs (None before any input)."""
+        fs = [s.frontier for s in self.sources.values() if s.frontier is not None]
+        return max(fs) if fs else None
+
+    def entities(self, query: str | None = None) -> list[dict]:
+        """Every entity's control table (or those of one query's plan: its operators and their queues)."""
+        if query is None:
+            return [e.get() for e in self.registry]
+        q = self.query(query)
+        ids: list[str] = []
+        for op in self.ops:
+            if q.id in op.owners:
+                for x in [*op.input_queues, op, op.output]:
+                    if x.id not in ids:
+                        ids.append(x.id)
+        return [self.registry.get(i).get() for i in ids]
+
+    def entity(self, entity_id: str):
+        """One entity (``op:3``, ``queue:5``, ``sys:0``): ``.get()``, ``.set(attr, value)``, ``.history()``.
+        Raises ``control_tables.ControlTableError`` (a ValueError) for an unknown id."""
+        return self.registry.get(entity_id)
+
+    def set(self, entity_id: str, attr: str, value) -> None:
+        """Write a knob, validated and recorded in the change history; an invalid write changes nothing."""
+        self.registry.set(entity_id, attr, value)
+
+    def set_policy(self, name: str) -> None:
+        """Switch the scheduling policy (also reachable as the system's ``policy`` knob)."""
+        try:
+            from scheduler import POLICIES
+        except ImportError:        # the scheduler package is optional for the plan-order loop
+            POLICIES = {}
+        cls = POLICIES.get(name)
+        self.policy = cls() if cls is not None else None
+        self._plan_changed()
+
+    def _plan_changed(self) -> None:
+        if self.policy is not None:
+            self.policy.plan_changed(list(self.ops))
+
+    # ---------------------------------------------------------------- plans
+
+    def explain(self, query_id: str, fmt: str = "text"):
+        """The query's plan: ``text``, ``json`` (a dict of operators, queues and edges) or ``xml``."""
+        q = self.query(query_id)
+        if fmt == "json":
+            return plan_entities(self, q.id)
+        if fmt == "xml":
+            return explain_xml(self, q.id)
+        if fmt == "text":
+            return explain_text(self, q.id)
+        raise SchemaError(f"unknown plan format '{fmt}' (text, json or xml)")
+
+    def load_plan(self, xml_text: str, name: str | None = None) -> Query:
+        """Register a query from a plan file (``plan_to_xml`` output, or the ``<logical>`` part of
+        ``explain(.., 'xml')``), without CQL (STREAM's XML plans, digest-004 R-PLAN-02)."""
+        root = plan_from_xml(xml_text)
+        if not isinstance(root, L.ToStream | L.Changelog):
+            raise CQLError("plan XML: the root must be a ToStream (stream result) or a Changelog (relation)")
+        depends = set()
+        for n in L.walk(root):
+            if isinstance(n, L.StreamScan | L.RelationScan):
+                src = self.sources.get(n.name)
+                want = "stream" if isinstance(n, L.StreamScan) else "relation"
+                if src is None or src.obj.kind != want:
+                    raise SchemaError(f"plan XML: no {want} named '{n.name}'")
+                if tuple(src.types) != tuple(n.types):
+                    raise SchemaError(f"plan XML: '{n.name}' has types {src.types}, the plan says "
+                                      f"{list(n.types)}")
+                depends.add(n.name)
+            elif isinstance(n, L.QueryOutput):
+                if n.query_id not in self.query_list:
+                    raise SchemaError(f"plan XML: no query '{n.query_id}'")
+        kind = L.STREAM if isinstance(root, L.ToStream) else L.RELATION
+        names = list(root.names) or [f"col{i + 1}" for i in range(len(root.types))]
+        return self._install(root, kind, list(zip(names, root.types)), name, "", depends)
+
+    def plan_xml(self, query_id: str) -> str:
+        """The logical plan of a query as a loadable plan file."""
+        q = self.query(query_id)
+        return plan_to_xml(q.node, q.id, q.kind)
 
     # ---------------------------------------------------------------- catalog access
 
@@ -239,6 +356,7 @@ class Engine:
             self.catalog.remove(name)
             if src.queue in self.queues:
                 self.queues.remove(src.queue)
+                self.registry.remove(src.queue.id)
             return name
         try:
             q = self.query(name)
@@ -252,11 +370,16 @@ class Engine:
         freed = self.planner.release(q.id)
         for op in freed:
             op.close()
+            self.registry.remove(op.id)
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)
         live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
+        for x in self.queues:
+            if id(x) not in live and x.id in self.registry:
+                self.registry.remove(x.id)
         self.queues = [x for x in self.queues if id(x) in live]
+        self._plan_changed()
         del self.query_list[q.id]
         if q.name is not None:
             self.catalog.remove(q.name)
@@ -298,18 +421,17 @@ class Engine:
             raise InputError(f"an update takes one integer timestamp, not {ts!r}")
         ins_rows = Batch(np.zeros(n_ins, np.int64), np.ones(n_ins, np.int8), ins_cols).rows() if n_ins else []
         del_rows = Batch(np.zeros(n_del, np.int64), np.ones(n_del, np.int8), del_cols).rows() if n_del else []
-        after = dict(src.contents)
+        after = {r: list(v) for r, v in src.contents.items()}
         for r in ins_rows:
-            after[r] = after.get(r, 0) + 1
+            after.setdefault(r, []).append(ts)
         for k, r in enumerate(del_rows):
-            c = after.get(r, 0)
-            if c <= 0:
+            live = after.get(r)
+            if not live:
                 raise InputError(f"delete of a row that is not in '{src.obj.name}': "
                                  f"{dict(zip(src.names, r))}", index=n_ins + k)
-            if c == 1:
+            live.pop()
+            if not live:
                 del after[r]
-            else:
-                after[r] = c - 1
         n = n_ins + n_del
         if n == 0:
             return 0

@@ -8,25 +8,37 @@ from __future__ import annotations
 
 from collections import deque
 
+from control_tables import Entity, Knob, Stat
 from dsms.batch import Batch, Heartbeat
 
 Item = Batch | Heartbeat
 
 
-class Queue:
+class Queue(Entity):
     """A FIFO of batches and heartbeats with one cursor per reader."""
 
-    def __init__(self, qid: str = "") -> None:
-        self.id = qid
+    prefix = "queue"
+    kind = "queue"
+    tuples = Stat(int, default=0, unit="tuples", doc="rows held (not yet read by every reader)")
+    bytes = Stat(int, default=0, unit="bytes", doc="bytes held")
+    peak_bytes = Stat(int, default=0, unit="bytes", doc="largest bytes held so far")
+    tuples_in = Stat(int, default=0, unit="tuples", doc="rows ever written")
+    items = Stat(int, compute="__len__", unit="items", doc="batches and heartbeats held")
+    reader_count = Stat(int, compute="_reader_count", name="readers", doc="operators (and result readers) "
+                        "reading this queue; more than one means the queue is shared")
+    last_ts = Stat(int | None, default=None, unit="ticks", doc="largest timestamp or heartbeat written")
+    capacity = Knob(int | None, default=None, ge=1, unit="tuples", doc="when the queue holds this many rows "
+                    "its producer is not scheduled (None: unbounded)")
+
+    def __init__(self, qid: str | None = None) -> None:
+        if qid:
+            self.id = qid
         self._items: deque[Item] = deque()
         self._base = 0                       # absolute index of _items[0]
         self._readers: list[QueueReader] = []
-        self.tuples = 0                      # rows currently held
-        self.bytes = 0                       # bytes currently held
-        self.peak_bytes = 0
-        self.tuples_in = 0
-        self.last_ts: int | None = None      # largest timestamp or heartbeat written
-        self.capacity: int | None = None     # rows; a full queue keeps its producer from being scheduled
+
+    def _reader_count(self) -> int:
+        return len(self._readers)
 
     def reader(self) -> QueueReader:
         r = QueueReader(self, self._base + len(self._items))
@@ -36,10 +48,6 @@ class Queue:
     def detach(self, reader: QueueReader) -> None:
         self._readers.remove(reader)
         self._trim()
-
-    @property
-    def readers(self) -> int:
-        return len(self._readers)
 
     def put(self, item: Item) -> None:
         if isinstance(item, Batch):
@@ -62,7 +70,8 @@ class Queue:
         self.last_ts = last
 
     def full(self) -> bool:
-        return self.capacity is not None and self.tuples >= self.capacity
+        cap = self.capacity
+        return cap is not None and self.tuples >= cap
 
     def _trim(self) -> None:
         if not self._readers:

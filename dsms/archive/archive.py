@@ -158,7 +158,10 @@ class Archive:
         self._syncs = 0
         self._deleted_segments = 0
         if not read_only:
+            existed = self.root.is_dir()
             self.root.mkdir(parents=True, exist_ok=True)
+            if not existed and self._fsync != "never":
+                fsync_dir(self.data_dir)  # the archive directory itself must survive a machine crash
             self._take_writer_lock()
         try:
             self._load()

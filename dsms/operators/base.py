@@ -12,35 +12,42 @@ import time
 
 import numpy as np
 
+from control_tables import Entity, Knob, Stat
 from dsms.batch import Batch, Heartbeat
 from dsms.queues import Queue, QueueReader
 
 NEG_INF = -(2**62)
 
 
-class Operator:
+class Operator(Entity):
     """Base of all operators. Subclasses implement ``on_batch`` and, if they hold back output until time
-    passes, ``on_frontier``."""
+    passes, ``on_frontier``. The control table (SPEC section 8) is declared here; statistics are updated once
+    per run, never per tuple."""
 
+    prefix = "op"
     kind = "operator"
+    tuples_in = Stat(int, default=0, unit="tuples", doc="tuples consumed")
+    tuples_out = Stat(int, default=0, unit="tuples", doc="tuples produced")
+    batches_in = Stat(int, default=0, unit="runs", doc="runs that consumed input")
+    selectivity = Stat(float, default=1.0, doc="tuples out per tuple in, EWMA over runs")
+    cost_ns_per_tuple = Stat(float, default=0.0, unit="ns", doc="processing time per input tuple, EWMA over runs")
+    last_ts = Stat(int | None, default=None, unit="ticks", doc="largest input timestamp seen")
+    frontier_ts = Stat(int | None, compute="_frontier_stat", name="frontier", unit="ticks",
+                       doc="smallest timestamp any input may still deliver")
+    priority = Knob(int, default=0, ge=0, le=1000, doc="scheduler hint: among ready operators of equal "
+                    "policy rank, a higher priority runs first")
 
-    def __init__(self, inputs: list[Queue], output: Queue, label: str = "") -> None:
-        self.id = ""
-        self.label = label
+    def __init__(self, inputs: list[Queue], output: Queue, detail: str = "") -> None:
+        self.detail = detail
         self.readers: list[QueueReader] = [q.reader() for q in inputs]
         self.input_queues = list(inputs)
         self.output = output
         self.frontiers = [q.last_ts if q.last_ts is not None else NEG_INF for q in inputs]
-        self.owners: set[str] = set()
         self.epoch = 0
-        # statistics, kept per batch (SPEC section 8)
-        self.tuples_in = 0
-        self.tuples_out = 0
-        self.batches_in = 0
-        self.cost_ns_per_tuple = 0.0
-        self.selectivity = 1.0
-        self.priority = 0
-        self.last_ts: int | None = None
+
+    def _frontier_stat(self) -> int | None:
+        f = self.frontier()
+        return None if f <= NEG_INF else f
 
     # ---------------------------------------------------------------- scheduling interface
 
@@ -126,7 +133,7 @@ class Operator:
             q.detach(r)
 
     def explain(self) -> str:
-        return f"{self.kind}{': ' + self.label if self.label else ''}"
+        return f"{self.kind}{': ' + self.detail if self.detail else ''}"
 
 
 def colmap(batch: Batch) -> dict[str, np.ndarray]:

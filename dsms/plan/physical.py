@@ -26,6 +26,7 @@ from dsms.operators.sample import SampleOp
 from dsms.operators.select import SelectOp
 from dsms.operators.semi_join import SemiJoinOp
 from dsms.operators.set_op import SetOpOp
+from dsms.operators.snapshot import SnapshotOp
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.queues import Queue
@@ -47,6 +48,7 @@ class Built:
     op: Operator | None
     epoch: int
     users: set[str] = field(default_factory=set)
+    stateful: bool = False     # holds state built from input (so only reusable in the epoch it was built)
 
 
 class PhysicalPlanner:
@@ -59,8 +61,7 @@ class PhysicalPlanner:
 
     def build(self, node, query_id: str) -> Queue:
         built = self.memo.get(node)
-        stateless_leaf = isinstance(node, L.StreamScan | L.RelationScan | L.QueryOutput)
-        if built is not None and (stateless_leaf or built.epoch == self.engine.input_epoch):
+        if built is not None and (not built.stateful or built.epoch == self.engine.input_epoch):
             built.users.add(query_id)
             if built.op is not None:
                 built.op.owners.add(query_id)
@@ -71,7 +72,9 @@ class PhysicalPlanner:
         queue, op = make(node, query_id)
         if op is not None:
             self.engine.add_operator(op, query_id)
-        b = Built(queue, op, self.engine.input_epoch, {query_id})
+        stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
+            self.memo[c].stateful for c in node.children)
+        b = Built(queue, op, self.engine.input_epoch, {query_id}, stateful)
         self.memo[node] = b
         self.built.append(b)
         return queue
@@ -95,10 +98,20 @@ class PhysicalPlanner:
         return self.engine.source_queue(node.name), None
 
     def _RelationScan(self, node: L.RelationScan, qid):
-        return self.engine.source_queue(node.name), None
+        inp = self.engine.source_queue(node.name)
+        snap = self.engine.relation_snapshot(node.name)
+        if snap is None:
+            return inp, None
+        out = self._new_queue()
+        return out, SnapshotOp(snap, inp, out)
 
     def _QueryOutput(self, node: L.QueryOutput, qid):
-        return self.engine.query_output_queue(node.query_id), None
+        inp = self.engine.query_output_queue(node.query_id)
+        snap = self.engine.view_snapshot(node.query_id) if node.kind == L.RELATION else None
+        if snap is None:
+            return inp, None
+        out = self._new_queue()
+        return out, SnapshotOp(snap, inp, out)
 
     # ---------------------------------------------------------------- unary
 

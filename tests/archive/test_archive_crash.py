@@ -42,14 +42,29 @@ def cols(i, n):
 '''
 
 CHILD = GEN + '''
-import sys
+import os, sys, types
+import dsms.archive.segment as segmod
 from dsms.archive import Archive
-data_dir, mode = sys.argv[1], sys.argv[2]
+data_dir, mode, tear_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
 a = Archive(data_dir, segment_bytes=4 << 20, fsync=mode)
 # continue where the recovered archive ends: after a crash it holds exactly the appends that completed
 i = sum(r.frames for r in a.ranges().values())
 print("start", i, flush=True)
+tear_at = i + tear_after if tear_after >= 0 else -1
+
+def torn_write(fd, data):
+    # a deterministic kill inside a write: half the frame reaches the file, then the parent is told to kill
+    n = os.write(fd, bytes(data[: len(data) // 2]))
+    print("mid", n, flush=True)
+    sys.stdin.read()  # blocks until the SIGKILL
+    raise SystemExit("not killed")
+
 while True:
+    if i == tear_at:
+        proxy = types.ModuleType("os")
+        proxy.__dict__.update(os.__dict__)
+        proxy.write = torn_write
+        segmod.os = proxy
     name, kind, ts, n = frame(i)
     if kind == "hb":
         a.append_heartbeat(name, ts)
@@ -66,14 +81,16 @@ exec(GEN, gen_ns)
 frame, cols = gen_ns["frame"], gen_ns["cols"]
 
 
-def run_and_kill(data_dir: Path, mode: str, more: int, deadline_s: float = 120.0) -> tuple[int, int]:
-    """Start the writer, SIGKILL it once it has acknowledged ``more`` appends beyond where it started; return
-    (where it started, the last count it acknowledged, counting everything it printed before dying)."""
+def run_and_kill(data_dir: Path, mode: str, more: int, tear: bool = False,
+                 deadline_s: float = 120.0) -> tuple[int, int]:
+    """Start the writer, SIGKILL it once it has acknowledged ``more`` appends beyond where it started (with
+    ``tear``: once the next append has written half its frame); return (where it started, the last count it
+    acknowledged, counting everything it printed before dying)."""
     script = data_dir.parent / "writer.py"
     script.write_text(CHILD)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, str(script), str(data_dir), mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([sys.executable, str(script), str(data_dir), mode, str(more if tear else -1)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     fd = proc.stdout.fileno()
     sel = selectors.DefaultSelector()
@@ -81,9 +98,10 @@ def run_and_kill(data_dir: Path, mode: str, more: int, deadline_s: float = 120.0
     buf = b""
     start: int | None = None
     acked = -1
+    torn = False
     end = time.monotonic() + deadline_s
     try:
-        while start is None or acked < start + more:
+        while start is None or (not torn if tear else acked < start + more):
             remaining = end - time.monotonic()
             if remaining <= 0:
                 pytest.fail(f"writer acknowledged only up to {acked} (started at {start}) before the deadline")
@@ -97,6 +115,8 @@ def run_and_kill(data_dir: Path, mode: str, more: int, deadline_s: float = 120.0
             for line in lines:
                 if line.startswith(b"start "):
                     start = acked = int(line.split()[1])
+                elif line.startswith(b"mid "):
+                    torn = True
                 elif line.isdigit():
                     acked = int(line)
         os.kill(proc.pid, signal.SIGKILL)
@@ -107,8 +127,9 @@ def run_and_kill(data_dir: Path, mode: str, more: int, deadline_s: float = 120.0
         sel.close()
     # whatever the child printed before it died is still in the pipe: those appends returned too
     rest = buf + proc.stdout.read()
-    proc.stdout.close()
-    proc.stderr.close()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
     for line in rest.split(b"\n"):
         if line.strip().isdigit():
             acked = max(acked, int(line))
@@ -147,13 +168,16 @@ def check_archive(data_dir: Path, acked: int) -> tuple[int, int]:
 
 @pytest.mark.parametrize("mode,per_round", [("never", 120), ("group", 120), ("always", 40)])
 def test_kill_9_loses_no_acknowledged_frame(tmp_path: Path, mode: str, per_round: int) -> None:
-    """Three kill/recover rounds on the same archive: each restart continues from what recovery left."""
+    """Kill/recover rounds on the same archive, each restart continuing from what recovery left: kills wherever
+    the writer happens to be, and one kill guaranteed to land inside a write (half a frame on disk)."""
     data_dir = tmp_path / "data"
     report = []
-    for _ in range(3):
-        start, acked = run_and_kill(data_dir, mode, per_round)
+    for tear in (False, True, False):
+        start, acked = run_and_kill(data_dir, mode, per_round, tear=tear)
         assert acked >= start + per_round
         found, torn = check_archive(data_dir, acked)
+        if tear:
+            assert torn > 0 and found == acked  # the half frame was cut, nothing else
         report.append((acked, found, torn))
     with Archive(data_dir, fsync="never") as a:  # usable again: append, reopen, nothing left to recover
         nxt = a.ranges()["S"].next_seq
