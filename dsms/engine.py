@@ -117,6 +117,7 @@ class Engine:
         self.registry = Registry(clock=self.now)
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
+        self.building_view = False
         self.set_policy(self.system.policy)
 
     # ---------------------------------------------------------------- ids and plumbing for the planner
@@ -220,6 +221,7 @@ class Engine:
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends)
         n_ops = len(self.ops)
+        self.building_view = view
         try:
             out = self.planner.build(root, qid)
         except Exception:
@@ -467,16 +469,19 @@ class Engine:
         if isinstance(ts, int | np.integer):
             arr = np.full(n, int(ts), dtype=np.int64)
         else:
-            try:
-                vals = list(ts)
-            except TypeError:
-                raise InputError(f"ts must be an integer or a list of integers, not {ts!r}") from None
-            if len(vals) != n:
-                raise InputError(f"{n} rows but {len(vals)} timestamps")
-            for k, v in enumerate(vals):
-                if isinstance(v, bool) or not isinstance(v, int | np.integer):
-                    raise InputError(f"timestamp {v!r} is not an integer", index=k)
-            arr = np.asarray(vals, dtype=np.int64)
+            arr = ts if isinstance(ts, np.ndarray) else None
+            if arr is None:
+                try:
+                    arr = np.asarray(list(ts))
+                except (TypeError, ValueError):
+                    raise InputError(f"ts must be an integer or a list of integers, not {ts!r}") from None
+            if arr.ndim != 1 or len(arr) != n:
+                raise InputError(f"{n} rows but {len(arr) if arr.ndim == 1 else 'a non-list of'} timestamps")
+            if arr.dtype.kind not in "iu":
+                for k, v in enumerate(arr.tolist()):
+                    if isinstance(v, bool) or not isinstance(v, int):
+                        raise InputError(f"timestamp {v!r} is not an integer", index=k)
+            arr = arr.astype(np.int64, copy=False)
             if n > 1:
                 back = np.nonzero(np.diff(arr) < 0)[0]
                 if len(back):

@@ -1,14 +1,11 @@
-"""Shared pytest configuration: hypothesis profiles ("ci" derandomized when the CI env var is set, "dev"
-otherwise) and ``tests/`` on the import path so that tests can ``import oracle``."""
+"""Shared pytest configuration: hypothesis profiles, "ci" (derandomized) when the CI environment variable is set,
+"dev" otherwise. pytest puts ``tests/`` on the import path, so tests can ``import oracle``."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 from hypothesis import HealthCheck, settings
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, print_blob=True,

@@ -43,6 +43,7 @@ import numpy as np
 
 from dsms.archive.frames import (
     KIND_HEARTBEAT,
+    ArchiveCorrupt,
     ArchiveError,
     ArchiveLocked,
     ArchiveValueError,
@@ -149,6 +150,7 @@ class Archive:
         self.root = self.data_dir / ARCHIVE_DIRNAME
         self.recovery: list[Recovery] = []
         self._lock = threading.RLock()
+        self._sync_lock = threading.Lock()
         self._inputs: dict[str, _Input] = {}
         self._closed = False
         self._lock_fd: int | None = None
@@ -274,12 +276,11 @@ class Archive:
             if self._closed:
                 raise ArchiveError("archive is closed")
             seg = self._segment_for(name, len(frame))
-            seq = seg.append(frame, lo, hi)
+            always = self._fsync == "always"
+            seq = seg.append(frame, lo, hi, fsync=always)
             self._appends += 1
             self._appended_bytes += len(frame)
-            if self._fsync == "always":
-                seg.sync()
-            else:
+            if not always:
                 self._unsynced += 1
             return seq
 
@@ -310,31 +311,33 @@ class Archive:
         """fsync every segment with unsynced frames; returns how many appends this made durable.
 
         Every append that returned before ``sync`` was called is durable once it returns (the group-commit
-        contract). The fsyncs run on duplicated descriptors outside the lock, so appends from other threads are
-        not held up by the disk."""
-        with self._lock:
-            if self._closed:
-                return 0
-            dirty = [s for inp in self._inputs.values() for s in inp.segments if s.writable and s.dirty]
-            fds = [s.dup_fd() for s in dirty]
-            for s in dirty:
-                s.dirty = False
-            pending, self._unsynced = self._unsynced, 0
-        try:
-            for fd in fds:
-                os.fsync(fd)
-        except BaseException:
+        contract). The fsyncs run on duplicated descriptors outside the archive's lock, so appends from other
+        threads are not held up by the disk; concurrent ``sync`` calls queue on their own lock, because a second
+        one must not return (having found nothing dirty) while the first one's fsync is still under way."""
+        with self._sync_lock:
             with self._lock:
+                if self._closed:
+                    return 0
+                dirty = [s for inp in self._inputs.values() for s in inp.segments if s.writable and s.dirty]
+                fds = [s.dup_fd() for s in dirty]
                 for s in dirty:
-                    s.dirty = s.writable or s.dirty
-                self._unsynced += pending
-            raise
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._lock:
-            self._syncs += 1
-        return pending
+                    s.dirty = False
+                pending, self._unsynced = self._unsynced, 0
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+            except BaseException:
+                with self._lock:
+                    for s in dirty:
+                        s.dirty = s.writable or s.dirty
+                    self._unsynced += pending
+                raise
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            with self._lock:
+                self._syncs += 1
+            return pending
 
     flush = sync
     """``flush()`` is ``sync()`` under the name file-like code reaches for."""
@@ -398,7 +401,10 @@ class Archive:
             if not info.overlaps(from_ts, to_ts):
                 continue
             for seq, frame in read_frames(info):
-                rec = decode_record(unpack_payload(frame.payload), input, seq)
+                try:
+                    rec = decode_record(unpack_payload(frame.payload), input, seq)
+                except ArchiveCorrupt as e:
+                    raise ArchiveCorrupt(f"{info.path}, frame at offset {frame.offset}: {e}") from e
                 if not ranged:
                     yield rec
                 elif rec.kind == KIND_HEARTBEAT:

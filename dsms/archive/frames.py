@@ -84,6 +84,7 @@ class Record:
     ``cols`` maps each column to a numpy array (numeric columns keep their dtype; strings and other Python
     objects come back as an object array). For a heartbeat, ``ts`` is an int, ``sign`` is None and ``cols`` is
     empty. ``seq`` is the frame's per-input sequence number (its position since the input was first archived).
+    No ``__eq__``: comparing numpy columns element-wise has no single truth value; tests compare fields.
     """
 
     kind: str
@@ -100,6 +101,10 @@ class Record:
     def __len__(self) -> int:
         """Rows in a batch; 0 for a heartbeat."""
         return 0 if self.kind == KIND_HEARTBEAT else int(len(self.ts))
+
+    def __bool__(self) -> bool:
+        """Always true: a heartbeat or an empty batch is still a record (``__len__`` alone would make it false)."""
+        return True
 
     def rows(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """Row view ``(ts, sign, {col: value})`` with plain Python values, for tests and tools, not hot paths."""
@@ -273,40 +278,56 @@ def unpack_payload(payload: bytes) -> dict[str, Any]:
     return obj
 
 
+def _decode_ts(value: Any) -> np.ndarray:
+    ts = _decode_array(value, "ts", object_fallback=False)
+    if len(ts) and ts.dtype.kind not in "iu":
+        raise ArchiveCorrupt(f"ts: expected integer timestamps, got dtype {ts.dtype}")
+    return ts.astype(np.int64, copy=False)
+
+
+def _heartbeat_ts(obj: Mapping[str, Any]) -> int:
+    ts = obj.get("ts")
+    if not isinstance(ts, int) or isinstance(ts, bool):
+        raise ArchiveCorrupt(f"heartbeat ts is {type(ts).__name__}, not int")
+    return ts
+
+
 def payload_ts_range(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """Smallest and largest timestamp in a decoded payload (None, None for an empty batch): the index needs only
-    this, so scanning on open skips decoding the columns."""
+    """Smallest and largest timestamp in a decoded payload (None, None for an empty batch): all the index needs,
+    so scanning on open builds no column arrays."""
     kind = obj["k"]
     if kind == KIND_HEARTBEAT:
-        return int(obj["ts"]), int(obj["ts"])
-    if kind == KIND_BATCH:
-        ts = _decode_array(obj["ts"], "ts", object_fallback=False)
-        if len(ts) == 0:
-            return None, None
-        return int(ts.min()), int(ts.max())
-    raise ArchiveCorrupt(f"unknown frame kind {kind!r} (written by a newer dsms?)")
+        ts = _heartbeat_ts(obj)
+        return ts, ts
+    if kind != KIND_BATCH:
+        raise ArchiveCorrupt(f"unknown frame kind {kind!r} (written by a newer dsms?)")
+    if "ts" not in obj:
+        raise ArchiveCorrupt("batch frame lacks 'ts'")
+    arr = _decode_ts(obj["ts"])
+    if len(arr) == 0:
+        return None, None
+    return int(arr.min()), int(arr.max())
 
 
 def decode_record(obj: Mapping[str, Any], input_name: str, seq: int) -> Record:
-    """A decoded payload as a :class:`Record`."""
+    """A decoded payload as a :class:`Record`; anything malformed raises :class:`ArchiveCorrupt`."""
     kind = obj["k"]
     if kind == KIND_HEARTBEAT:
-        ts = obj.get("ts")
-        if not isinstance(ts, int):
-            raise ArchiveCorrupt(f"heartbeat ts is {type(ts).__name__}, not int")
-        return Record(KIND_HEARTBEAT, input_name, seq, ts)
+        return Record(KIND_HEARTBEAT, input_name, seq, _heartbeat_ts(obj))
     if kind != KIND_BATCH:
         raise ArchiveCorrupt(f"unknown frame kind {kind!r} (written by a newer dsms?)")
     try:
-        ts = _decode_array(obj["ts"], "ts", object_fallback=False).astype(np.int64, copy=False)
+        ts = _decode_ts(obj["ts"])
         n = len(ts)
         sign_v = obj.get("sign")
         sign = (np.ones(n, dtype=np.int8) if sign_v is None
                 else _decode_array(sign_v, "sign", object_fallback=False).astype(np.int8, copy=False))
-        cols = {name: _decode_array(v, f"column {name!r}", object_fallback=True)
+        cols = {str(name): _decode_array(v, f"column {name!r}", object_fallback=True)
                 for name, v in (obj.get("cols") or {}).items()}
     except KeyError as e:
         raise ArchiveCorrupt(f"batch frame lacks {e}") from e
+    except (TypeError, ValueError, AttributeError) as e:
+        raise ArchiveCorrupt(f"malformed batch frame ({type(e).__name__}: {e})") from e
     if len(sign) != n or any(len(c) != n for c in cols.values()):
         raise ArchiveCorrupt("batch frame has columns of different lengths")
     return Record(KIND_BATCH, input_name, seq, ts, sign, cols)

@@ -86,7 +86,7 @@ def read_frames(info: SegmentInfo) -> Iterator[tuple[int, RawFrame]]:
     only a concurrent writer in another process, or a corrupt file, can leave inside ``info.size``). A segment
     deleted by retention after the snapshot was taken reads as empty."""
     try:
-        f = open(info.path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 - closed in the finally below
+        f = open(info.path, "rb", buffering=_READ_BUFFER)  # closed in the finally below
     except FileNotFoundError:
         return
     try:
@@ -135,7 +135,7 @@ class Segment:
             for frame in iter_frames(f, file_size, end):
                 try:
                     lo, hi = payload_ts_range(unpack_payload(frame.payload))
-                except ArchiveCorrupt as e:
+                except (ArchiveCorrupt, TypeError, ValueError) as e:
                     raise ArchiveCorrupt(f"{path}, frame at offset {frame.offset}: {e}") from e
                 seg._note(frame.size, lo, hi)
         seg.torn_reason = end.reason
@@ -181,10 +181,12 @@ class Segment:
         if hi is not None and (self.max_ts is None or hi > self.max_ts):
             self.max_ts = hi
 
-    def append(self, frame: bytes, min_ts: int | None, max_ts: int | None) -> int:
-        """Write one encoded frame and return its sequence number. The index is updated only after the whole
-        frame is written: if ``os.write`` fails part-way (disk full), the partial bytes are cut off again so the
-        file still ends on a frame boundary and the next append does not land after garbage."""
+    def append(self, frame: bytes, min_ts: int | None, max_ts: int | None, *, fsync: bool = False) -> int:
+        """Write one encoded frame (and with ``fsync``, make it durable) and return its sequence number.
+
+        The index is updated only once the frame is whole (and synced, if asked). If ``os.write`` fails part-way
+        (disk full) or the fsync fails, the bytes are cut off again: the file still ends on a frame boundary, so
+        the next append does not land after garbage, and a frame whose append raised is not in the archive."""
         if self._fd is None:
             raise OSError(errno.EBADF, f"segment {self.path} is not open for writing")
         view = memoryview(frame)
@@ -192,17 +194,19 @@ class Segment:
         try:
             while written < len(frame):
                 written += os.write(self._fd, view[written:])
+            if fsync:
+                os.fsync(self._fd)
         except BaseException:
-            if written:
-                try:
-                    os.ftruncate(self._fd, self.size)
-                except OSError:
-                    log.exception("archive segment %s: could not cut a partial frame after a failed write",
-                                  self.path)
+            # cut back to the last whole frame even when no write reported bytes: cheap, and only on this path
+            try:
+                os.ftruncate(self._fd, self.size)
+            except OSError:
+                log.exception("archive segment %s: could not cut a partial frame after a failed write",
+                              self.path)
             raise
         seq = self.next_seq
         self._note(len(frame), min_ts, max_ts)
-        self.dirty = True
+        self.dirty = not fsync  # an fsync covers every earlier write to the file too
         return seq
 
     def dup_fd(self) -> int:

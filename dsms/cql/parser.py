@@ -28,7 +28,8 @@ from lark.lexer import PatternStr
 from dsms.cql import ast
 from dsms.errors import CQLError
 
-__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS"]
+__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS",
+           "COLUMN_TYPES"]
 
 # ---------------------------------------------------------------- vocabulary checked here, not in the grammar
 
@@ -117,7 +118,7 @@ def parse(text: str) -> list[ast.Statement]:
     >>> parse("SELCT a FROM S")
     Traceback (most recent call last):
     ...
-    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DROP or REGISTER; did you mean SELECT?
+    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DROP, REGISTER or ';'; did you mean SELECT?
     """
     return _run(text, "start")
 
@@ -218,10 +219,14 @@ def _join(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1]
 
 
-def _suggest(word: str, candidates: set[str]) -> str | None:
+def _suggest(word: str, expected: set[str]) -> str | None:
+    """The keyword ``word`` is probably a misspelling of: one the parser expected, else any keyword that is
+    very close (``SELEC`` read as a column inside ``IN (SELEC b FROM T)``)."""
     if len(word) < 3 or word.upper() in KEYWORDS:
         return None
-    match = difflib.get_close_matches(word.upper(), sorted(candidates), n=1, cutoff=0.7)
+    match = difflib.get_close_matches(word.upper(), sorted(expected), n=1, cutoff=0.7)
+    if not match and len(word) >= 4:
+        match = difflib.get_close_matches(word.upper(), sorted(KEYWORDS), n=1, cutoff=0.8)
     return match[0] if match else None
 
 
@@ -230,28 +235,32 @@ def _line_col(text: str, index: int) -> tuple[int, int]:
     return line, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
-def _code_tokens(text: str, end: int):
-    """A rough tokenisation of ``text[:end]`` without comments, enough to find the word before an error."""
-    return (m for m in _TOKENS.finditer(text, 0, end) if not m.group().startswith(("--", "/*")))
+def _last_token(text: str, end: int) -> re.Match | None:
+    """The last token of ``text[:end]`` that is not a comment, by a rough tokenisation that is enough to find the
+    word before an error (lark does not keep the tokens it has already consumed)."""
+    last = None
+    for m in _TOKENS.finditer(text, 0, end):
+        if not m.group().startswith(("--", "/*")):
+            last = m
+    return last
 
 
 def _previous_word(text: str, index: int) -> tuple[str, int] | None:
     """The token just before ``index`` if it is a word, with its offset."""
-    last = None
-    for last in _code_tokens(text, index):  # noqa: B007 - we want the last one
-        pass
+    last = _last_token(text, index)
     if last is not None and _WORD.fullmatch(last.group()):
         return last.group(), last.start()
     return None
 
 
 def _describe_token(token: Token) -> str:
+    value = token.value if len(token.value) <= 40 else token.value[:37] + "..."
     if token.type == "IDENT":
-        return f"identifier {token.value!r}"
+        return f"identifier {value!r}"
     if token.type in ("INT", "DECIMAL"):
-        return f"number {token.value}"
+        return f"number {value}"
     if token.type == "STRING":
-        return f"string {token.value}"
+        return f"string {value}"
     if token.value.upper() in KEYWORDS:
         return f"keyword {token.value.upper()}"
     return f"'{token.value}'"
@@ -273,9 +282,7 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str) -> CQLError:
     token = e.token
     expected = _describe_expected(set(e.accepts or e.expected or ()))
     if token.type == "$END":
-        last = None
-        for last in _code_tokens(text, len(text)):  # noqa: B007 - we want the last one
-            pass
+        last = _last_token(text, len(text))
         if last is None:
             what = {"start": "a statement", "query_only": "a query", "expr_only": "an expression"}[start]
             return CQLError(f"empty input: expected {what}", 1, 1, expected)

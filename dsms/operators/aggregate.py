@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dsms.batch import Batch, from_rows
-from dsms.operators.base import Operator
+from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
 
 SCALE = 2**1074
@@ -34,7 +34,7 @@ class _Group:
         self.states: list = [None] * n
 
 
-class AggregateOp(Operator):
+class AggregateOp(FinalInstantsOperator):
     kind = "aggregate"
 
     def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
@@ -105,7 +105,7 @@ class AggregateOp(Operator):
 
     # ---------------------------------------------------------------- processing
 
-    def on_batch(self, i: int, batch: Batch) -> None:
+    def process(self, batch: Batch) -> None:
         out_ts: list[int] = []
         out_sign: list[int] = []
         out_rows: list[tuple] = []

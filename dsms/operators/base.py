@@ -152,3 +152,31 @@ def merge_by_ts(batches: list[Batch]) -> Batch:
     b = concat(parts)
     order = np.argsort(b.ts, kind="stable")
     return b.take(order)
+
+
+class FinalInstantsOperator(Operator):
+    """An operator that only ever processes complete instants: rows are held until the input frontier has
+    passed their timestamp, then handed to ``process`` in one batch. Its output for an instant is therefore
+    final and net (one change per row per instant), which lets the sink above it pass results straight
+    through instead of netting them again (digest-002a section 3.11: a PNA aggregate must not publish
+    intermediate values inside one instant)."""
+
+    def __init__(self, inputs: list[Queue], output: Queue, detail: str = "") -> None:
+        super().__init__(inputs, output, detail)
+        self.held: list[Batch] = []
+
+    def on_batch(self, i: int, batch: Batch) -> None:
+        self.held.append(batch)
+
+    def on_frontier(self, f: int) -> None:
+        if not self.held:
+            return
+        from dsms.batch import concat
+        b = concat(self.held) if len(self.held) > 1 else self.held[0]
+        cut = int(np.searchsorted(b.ts, f, side="left"))
+        self.held = [b.slice(cut, len(b))] if cut < len(b) else []
+        if cut:
+            self.process(b.slice(0, cut) if cut < len(b) else b)
+
+    def process(self, batch: Batch) -> None:
+        raise NotImplementedError

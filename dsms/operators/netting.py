@@ -12,6 +12,7 @@ import numpy as np
 
 from dsms.batch import Batch, concat, from_rows
 from dsms.operators.base import Operator
+from dsms.operators.rowcodes import row_codes, segments
 
 
 class NettingOperator(Operator):
@@ -31,19 +32,57 @@ class NettingOperator(Operator):
 
     def on_frontier(self, f: int) -> None:
         """Release every instant below the frontier."""
+        ready = None
         if self.buffer:
             b = concat(self.buffer) if len(self.buffer) > 1 else self.buffer[0]
             cut = int(np.searchsorted(b.ts, f, side="left"))
             self.buffer = [b.slice(cut, len(b))] if cut < len(b) else []
             ready = b.slice(0, cut) if cut else None
-        else:
-            ready = None
         ticks = []
         if self.tick_times:
             ticks = sorted(set(t for t in self.tick_times if t < f))
             self.tick_times = [t for t in self.tick_times if t >= f]
         if ready is None and not ticks:
             return
+        if not self.needs_rows and ready is not None:
+            out = self.net_vectorised(ready)
+            if out is not None:
+                self.emit(out)
+                return
+        self.net_rows(ready, ticks)
+
+    # subclasses that keep the whole relation (RSTREAM, views) need Python rows
+    needs_rows = False
+
+    def net_vectorised(self, ready: Batch) -> Batch | None:
+        """Each instant's net change per distinct row, with numpy; None if the rows cannot be coded."""
+        code = row_codes(ready.cols)
+        if code is None:
+            return None
+        order, starts, ends = segments(ready.ts, code)
+        net = np.add.reduceat(ready.sign[order].astype(np.int64), starts) if len(starts) else starts
+        first = order[starts]
+        keep = net != 0
+        net, first = net[keep], first[keep]
+        seg_ts = ready.ts[first]
+        net, first, seg_ts = self.select_net(net, first, seg_ts)
+        if len(net) == 0:
+            return Batch(ready.ts[:0], ready.sign[:0], [c[:0] for c in ready.cols])
+        rank = np.lexsort((first, net > 0, seg_ts))
+        net, first = net[rank], first[rank]
+        reps = np.abs(net)
+        idx = np.repeat(first, reps)
+        out = ready.take(idx)
+        out.sign = np.repeat(self.out_sign(net), reps).astype(np.int8)
+        return out
+
+    def select_net(self, net, first, seg_ts):
+        return net, first, seg_ts
+
+    def out_sign(self, net: np.ndarray) -> np.ndarray:
+        return np.sign(net)
+
+    def net_rows(self, ready: Batch | None, ticks: list[int]) -> None:
         out_ts: list[int] = []
         out_sign: list[int] = []
         out_rows: list[tuple] = []
@@ -74,9 +113,13 @@ class ToStreamOp(NettingOperator):
 
     kind = "to_stream"
 
-    def __init__(self, op: str, inputs, output, dtypes: list, eager: bool = False) -> None:
-        super().__init__(inputs, output, dtypes, op + (" (eager)" if eager else ""))
+    def __init__(self, op: str, inputs, output, dtypes: list, eager: bool = False,
+                 final_net: bool = False) -> None:
+        super().__init__(inputs, output, dtypes, op + (" (eager)" if eager else " (final input)" if final_net
+                                                        and op != "RSTREAM" else ""))
+        self.final_net = final_net and op != "RSTREAM"
         self.op = op
+        self.needs_rows = op == "RSTREAM"
         self.eager = eager and op == "ISTREAM"
         self.drop_all = eager and op == "DSTREAM"     # a relation that never deletes has an empty DSTREAM
         self.state: dict[tuple, int] = {}      # RSTREAM: the whole relation
@@ -86,12 +129,24 @@ class ToStreamOp(NettingOperator):
         return len(self.state)
 
     def on_batch(self, i: int, batch: Batch) -> None:
-        if self.eager and i == 0:
+        if self.final_net and i == 0:
+            keep = batch.sign > 0 if self.op == "ISTREAM" else batch.sign < 0
+            out = batch.take(keep)
+            out.sign = np.ones(len(out), dtype=np.int8)
+            self.emit(out)
+        elif self.eager and i == 0:
             self.emit(batch)
         elif self.drop_all and i == 0:
             return
         else:
             super().on_batch(i, batch)
+
+    def select_net(self, net, first, seg_ts):
+        keep = net > 0 if self.op == "ISTREAM" else net < 0
+        return net[keep], first[keep], seg_ts[keep]
+
+    def out_sign(self, net: np.ndarray) -> np.ndarray:
+        return np.ones(len(net), dtype=np.int8)
 
     def emit_instant(self, t, net, tick, out_ts, out_sign, out_rows) -> None:
         if self.op == "RSTREAM":
@@ -124,9 +179,11 @@ class ChangelogOp(NettingOperator):
 
     kind = "changelog"
 
-    def __init__(self, inputs, output, dtypes: list, eager: bool = False) -> None:
-        super().__init__(inputs, output, dtypes, "eager" if eager else "")
-        self.eager = eager
+    def __init__(self, inputs, output, dtypes: list, eager: bool = False, keep_state: bool = True,
+                 final_net: bool = False) -> None:
+        super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
+        self.eager = eager or final_net
+        self.needs_rows = keep_state
         self.state: dict[tuple, int] = {}
         self.last_instant: int | None = None
 
@@ -136,8 +193,13 @@ class ChangelogOp(NettingOperator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
-            for row in batch.rows():
-                self.state[row] = self.state.get(row, 0) + 1
+            if self.needs_rows:
+                for s, row in zip(batch.sign.tolist(), batch.rows()):
+                    c = self.state.get(row, 0) + s
+                    if c > 0:
+                        self.state[row] = c
+                    else:
+                        self.state.pop(row, None)
             self.last_instant = int(batch.ts[-1])
             self.emit(batch)
         else:

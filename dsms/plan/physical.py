@@ -27,6 +27,7 @@ from dsms.operators.select import SelectOp
 from dsms.operators.semi_join import SemiJoinOp
 from dsms.operators.set_op import SetOpOp
 from dsms.operators.snapshot import SnapshotOp
+from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.queues import Queue
@@ -162,6 +163,8 @@ class PhysicalPlanner:
         out = self._new_queue()
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
+        if vectorisable(node.aggs):
+            return out, VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
         return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
 
     def _Distinct(self, node: L.Distinct, qid):
@@ -200,12 +203,45 @@ class PhysicalPlanner:
         ticks = [self.build(t, qid) for t in node.ticks]
         out = self._new_queue()
         eager = node.child.monotone and node.op in ("ISTREAM", "DSTREAM")
-        return out, ToStreamOp(node.op, [inp, *ticks], out, dtypes_of(node.types), eager=eager)
+        return out, ToStreamOp(node.op, [inp, *ticks], out, dtypes_of(node.types), eager=eager,
+                               final_net=final_net(node.child))
 
     def _Changelog(self, node: L.Changelog, qid):
         inp = self.build(node.child, qid)
         out = self._new_queue()
-        return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone)
+        return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
+                                keep_state=self.engine.building_view, final_net=final_net(node.child))
+
+
+def unique_key(node) -> frozenset | None:
+    """Columns that identify a row of every instant's relation (an aggregate's group columns, carried through
+    filters and projections that keep them), or None when unknown."""
+    if isinstance(node, L.Aggregate):
+        return frozenset(range(len(node.group)))
+    if isinstance(node, L.Filter):
+        return unique_key(node.child)
+    if isinstance(node, L.Project):
+        key = unique_key(node.child)
+        if key is None:
+            return None
+        where = {}
+        for j, e in enumerate(node.exprs):
+            if isinstance(e, ast.ColumnRef) and e.name.startswith("$"):
+                where.setdefault(int(e.name[1:]), j)
+        if all(k in where for k in key):
+            return frozenset(where[k] for k in key)
+    return None
+
+
+def final_net(node) -> bool:
+    """Whether ``node`` emits, for each instant, only after the instant is final and at most one change per
+    row: true above an aggregate (which processes whole instants) through key-preserving filters and
+    projections. A sink above such a node need not buffer or net again."""
+    if isinstance(node, L.Aggregate):
+        return True
+    if isinstance(node, L.Filter | L.Project):
+        return final_net(node.child) and unique_key(node) is not None
+    return False
 
 
 class _FloatCast:

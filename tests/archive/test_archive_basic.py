@@ -370,3 +370,40 @@ def test_frame_layout(tmp_path: Path) -> None:
     payload = raw[8:]
     assert length == len(payload) and crc == zlib.crc32(payload)
     assert msgpack.unpackb(payload) == {"k": "hb", "ts": 42}
+
+
+def test_failed_fsync_or_write_leaves_no_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append that raises is not in the archive (the request was refused), and the file still ends on a frame
+    boundary so later appends are readable."""
+    import dsms.archive.segment as segmod
+
+    with Archive(tmp_path, fsync="always") as a:
+        a.append_heartbeat("S", 1)
+        real_fsync, real_write = os.fsync, os.write
+
+        def failing_fsync(fd: int) -> None:
+            raise OSError(5, "EIO")
+
+        monkeypatch.setattr(segmod.os, "fsync", failing_fsync)
+        with pytest.raises(OSError, match="EIO"):
+            a.append_batch("S", [2], None, {"v": [2]})
+        monkeypatch.setattr(segmod.os, "fsync", real_fsync)
+
+        calls = []
+
+        def half_write(fd: int, data: bytes) -> int:  # the disk fills up in the middle of the frame
+            calls.append(len(data))
+            if len(calls) == 1:
+                return real_write(fd, bytes(data[: len(data) // 2]))
+            raise OSError(28, "ENOSPC")
+
+        monkeypatch.setattr(segmod.os, "write", half_write)
+        with pytest.raises(OSError, match="ENOSPC"):
+            a.append_batch("S", [3], None, {"v": [3]})
+        monkeypatch.setattr(segmod.os, "write", real_write)
+        assert len(calls) == 2
+        assert a.append_heartbeat("S", 4) == 1
+        assert [(r.seq, r.ts) for r in a.read("S")] == [(0, 1), (1, 4)]
+    with Archive(tmp_path) as a:
+        assert a.recovery == []
+        assert [(r.seq, r.ts) for r in a.read("S")] == [(0, 1), (1, 4)]

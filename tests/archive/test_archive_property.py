@@ -3,14 +3,17 @@ exactly those appends, in order, with their sequence numbers; range reads return
 
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import Any
 
+import msgpack
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsms.archive import Archive, Record
+from dsms.archive import Archive, ArchiveCorrupt, Record
+from dsms.archive.frames import encode_frame
 
 INPUTS = ["A", "B", "c_1"]
 I64 = st.integers(-(2**63), 2**63 - 1)
@@ -144,3 +147,34 @@ def test_range_reads_return_exactly_the_rows_in_range(ops_list: list[tuple], lo:
                         assert len(r) > 0 or (lo is None and hi is None)
                         got.extend(("row", r.seq, t, s) for t, s in zip(r.ts.tolist(), r.sign.tolist()))
                 assert got == want
+
+
+msgpack_values = st.recursive(
+    st.none() | st.booleans() | I64 | st.floats() | st.text(max_size=5) | st.binary(max_size=16),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+almost_frames = st.fixed_dictionaries(
+    {"k": st.sampled_from(["batch", "hb", "other"])},
+    optional={"ts": msgpack_values | st.fixed_dictionaries({"dt": st.sampled_from(["<i8", "<f8", "|b1", "O", "zz"]),
+                                                          "raw": st.binary(max_size=24)}),
+              "sign": msgpack_values, "cols": st.dictionaries(st.text(max_size=3), msgpack_values, max_size=3)},
+) | msgpack_values
+
+
+@settings(max_examples=200, deadline=None)
+@given(almost_frames)
+def test_checksummed_nonsense_decodes_or_raises_archive_corrupt(obj: Any) -> None:
+    """A frame with a valid CRC but any payload at all never crashes the reader with anything but
+    ArchiveCorrupt (which names the file and offset)."""
+    with tempfile.TemporaryDirectory() as d:
+        seg_dir = f"{d}/archive/S"
+        os.makedirs(seg_dir)
+        with open(f"{seg_dir}/{0:020d}.seg", "wb") as f:
+            f.write(encode_frame(msgpack.packb(obj, use_bin_type=True)))
+        try:
+            with Archive(d, read_only=True) as a:
+                for r in a.read("S"):
+                    assert r.kind in ("batch", "hb")
+        except ArchiveCorrupt as e:
+            assert "frame at offset 0" in str(e)

@@ -753,12 +753,17 @@ def test_parse_query_and_parse_expr_refuse_other_input():
         parse_expr("*")
 
 
-def test_deep_nesting_is_a_cql_error_or_a_tree():
-    text = "SELECT " + "-" * 3000 + "a FROM S"
-    try:
-        parse(text)
-    except CQLError:
-        pass
+def test_deep_nesting_does_not_exhaust_the_stack():
+    expr = parse_expr("- " * 5000 + "a")
+    depth = 0
+    while isinstance(expr, UnaryOp):
+        expr, depth = expr.operand, depth + 1
+    assert depth == 5000 and expr == c("a")
+
+
+def test_long_tokens_are_shortened_in_messages():
+    e = error_of("x" * 1000)
+    assert len(str(e)) < 300 and "xxx..." in e.message
 
 
 # ---------------------------------------------------------------- no input makes parse raise anything else

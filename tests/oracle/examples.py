@@ -465,11 +465,12 @@ Q3_SHORT = Example(
     actions=(_open(0, 1, 9, 5.0), _open(0, 2, 9, 6.0), _close(17999, 1), _close(18000, 2)),
     until=18005,
     note="PIPES gives ClosedAuction the now-window by default; SPEC's default is UNBOUNDED, so [NOW] is written. "
-         "The thesis's O.* (it writes OpenAuction.*) gives OpenAuction's plain column names. The result is a "
+         "The thesis's O.* (it writes OpenAuction.*) names itemID O.itemID: the contract qualifies a name that "
+         "occurs in more than one FROM item (ClosedAuction has itemID too). The result is a "
          "stream (implicit ISTREAM): the thesis's validity [17999, 18000) is the element at 17999.",
     checks=(
         Check("SELECT O.* FROM OpenAuction O [RANGE 18000], ClosedAuction C [NOW] WHERE O.itemID = C.itemID",
-              stream((17999, {"itemID": 1, "sellerID": 9, "start_price": 5.0})), "stream",
+              stream((17999, {"O.itemID": 1, "sellerID": 9, "start_price": 5.0})), "stream",
               "item 2 closes exactly 5 h after opening: half-open, it does not qualify"),
     ),
 )

@@ -57,8 +57,10 @@ class Workload:
         return "\n".join(lines)
 
 
-def run_reference(w: Workload, dense: bool = False):
-    """The oracle's result for a workload: [(ts, sign, row)] for every instant below ``w.until``."""
+def run_reference(w: Workload, dense: bool = False, info: dict | None = None):
+    """The oracle's result for a workload: [(ts, sign, row)] for every instant below ``w.until``.
+
+    If ``info`` is a dict, the result's "kind" and "schema" are stored in it."""
     from oracle.reference import Reference
 
     ref = Reference(dense=dense)
@@ -72,13 +74,15 @@ def run_reference(w: Workload, dense: bool = False):
             ref.update(a[1], insert=a[2], delete=a[3], ts=a[4])
         elif a[0] == "heartbeat":
             ref.heartbeat(a[1])
+    if info is not None:
+        info["kind"], info["schema"] = ref.kind(name), ref.schema(name)
     return ref.results(name, w.until)
 
 
-def run_engine(w: Workload, kind: list | None = None):
+def run_engine(w: Workload, info: dict | None = None):
     """The engine's result for a workload, through the public API only (docs/contract-engine-api.md).
 
-    If ``kind`` is a list, the query's kind ("stream" or "relation") is appended to it."""
+    If ``info`` is a dict, the query's "kind" ("stream" or "relation") and "schema" are stored in it."""
     from dsms import Engine
 
     eng = Engine()
@@ -96,8 +100,8 @@ def run_engine(w: Workload, kind: list | None = None):
             eng.run()
     eng.heartbeat(w.until)
     eng.run()
-    if kind is not None:
-        kind.append(q.kind)
+    if info is not None:
+        info["kind"], info["schema"] = q.kind, [tuple(c) for c in q.schema]
     return [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()]
 
 
@@ -162,3 +166,558 @@ def compare(expected, actual) -> None:
     if d is not None:
         print(d)
         raise AssertionError(d)
+
+
+# ------------------------------------------------------------------------------------------------ input
+
+
+def _s_row(draw):
+    return {"a": draw(st.sampled_from(A_VALUES)), "b": draw(st.sampled_from(B_VALUES)),
+            "c": draw(st.sampled_from(C_VALUES))}
+
+
+def _t_row(draw):
+    return {"a": draw(st.sampled_from(A_VALUES)), "d": draw(st.sampled_from(D_VALUES))}
+
+
+def _r_row(draw):
+    return {"a": draw(st.sampled_from(A_VALUES)), "e": draw(st.sampled_from(E_VALUES))}
+
+
+def _p_row(draw):
+    return {"e": draw(st.sampled_from(E_VALUES)), "g": draw(st.sampled_from(G_VALUES))}
+
+
+_ROW = {"S": _s_row, "T": _t_row, "R": _r_row, "P": _p_row}
+
+
+def _timeline(draw, instants, max_events):
+    """Nondecreasing timestamps drawn from the workload's instants: repeats give several elements per instant,
+    instants shared between inputs make joins hit, and the spaces between instants are quiet periods."""
+    n = draw(st.integers(0, max_events))
+    return sorted(draw(st.sampled_from(instants)) for _ in range(n))
+
+
+def _stream_actions(draw, name, instants, max_events):
+    """Push actions for one stream: its timeline cut into calls of 1..4 elements (a call may span instants)."""
+    tss = _timeline(draw, instants, max_events)
+    out, i = [], 0
+    while i < len(tss):
+        k = draw(st.integers(1, 4))
+        chunk = tss[i:i + k]
+        rows = [_ROW[name](draw) for _ in chunk]
+        out.append(("push", name, rows, list(chunk)))
+        i += k
+    return out
+
+
+def _relation_actions(draw, name, instants, max_updates):
+    """Update actions for one relation; deletes only remove rows that are present."""
+    tss = sorted(set(_timeline(draw, instants, max_updates)))
+    bag: list[dict] = []
+    out = []
+    for t in tss:
+        ins = [_ROW[name](draw) for _ in range(draw(st.integers(0, 2)))]
+        dels = []
+        if bag:
+            for _ in range(draw(st.integers(0, min(2, len(bag))))):
+                dels.append(bag.pop(draw(st.integers(0, len(bag) - 1))))
+        if not ins and not dels:
+            ins = [_ROW[name](draw)]
+        bag.extend(ins)
+        out.append(("update", name, ins, dels, t))
+    return out
+
+
+def _first_ts(action):
+    return action[3][0] if action[0] == "push" else action[4]
+
+
+@st.composite
+def inputs(draw, max_events: int = 20, max_ts: int = 60):
+    """(actions, until): input for every catalog stream and relation, interleaved across inputs in any order
+    that keeps each input's timestamps nondecreasing, with occasional legal heartbeats and ``run()`` calls."""
+    instants = sorted({draw(st.integers(0, max_ts)) for _ in range(draw(st.integers(1, 14)))})
+    per_input = [_stream_actions(draw, "S", instants, max_events), _stream_actions(draw, "T", instants, max_events),
+                 _relation_actions(draw, "R", instants, max_events // 3),
+                 _relation_actions(draw, "P", instants, max_events // 3)]
+    actions, hb = [], 0
+    while any(per_input):
+        live = [i for i, acts in enumerate(per_input) if acts]
+        if draw(st.integers(0, 9)) == 0:
+            # a heartbeat h promises no element below h on any input: h = the smallest pending timestamp
+            h = min(_first_ts(acts[0]) for acts in per_input if acts)
+            if h > hb:
+                actions.append(("heartbeat", h))
+                hb = h
+        if draw(st.integers(0, 6)) == 0:
+            actions.append(("run",))
+        i = draw(st.sampled_from(live))
+        actions.append(per_input[i].pop(0))
+    last = max([_first_ts(a) if a[0] == "update" else a[3][-1] for a in actions if a[0] in ("push", "update")],
+               default=0)
+    until = max(last + draw(st.integers(1, 25)), hb + 1)
+    return tuple(actions), until
+
+
+# ------------------------------------------------------------------------------------------------ expressions
+# An environment is a list of (column reference text, TYPE) that an expression may use.
+
+_LIKE = ["'a%'", "'%b'", "'_b%'", "'%'", "'a_c'", "'B%'", "''"]
+
+
+def _cols(env, typ):
+    return [r for r, t in env if t == typ]
+
+
+def int_expr(draw, env, depth=2):
+    ints, strs = _cols(env, "INT"), _cols(env, "STRING")
+    options = ["lit"] + (["col"] * 3 if ints else [])
+    if depth > 0:
+        options += ["arith", "arith", "abs", "neg", "case"] + (["length"] if strs else [])
+    k = draw(st.sampled_from(options))
+    if k == "col":
+        return draw(st.sampled_from(ints))
+    if k == "lit":
+        v = draw(st.integers(-2, 5))
+        return f"({v})" if v < 0 else str(v)       # never '--': that starts a comment
+    if k == "arith":
+        op = draw(st.sampled_from(["+", "-", "*", "/", "%"]))
+        return f"({int_expr(draw, env, depth - 1)} {op} {int_expr(draw, env, depth - 1)})"
+    if k == "abs":
+        return f"ABS({int_expr(draw, env, depth - 1)})"
+    if k == "neg":
+        return f"-({int_expr(draw, env, depth - 1)})"
+    if k == "length":
+        return f"LENGTH({draw(st.sampled_from(strs))})"
+    if draw(st.booleans()) and ints:     # simple CASE
+        whens = " ".join(f"WHEN {draw(st.integers(0, 3))} THEN {int_expr(draw, env, 0)}"
+                         for _ in range(draw(st.integers(1, 2))))
+        els = f" ELSE {int_expr(draw, env, 0)}" if draw(st.booleans()) else ""
+        return f"CASE {draw(st.sampled_from(ints))} {whens}{els} END"
+    els = f" ELSE {int_expr(draw, env, depth - 1)}" if draw(st.booleans()) else ""
+    return f"CASE WHEN {pred(draw, env, depth - 1)} THEN {int_expr(draw, env, depth - 1)}{els} END"
+
+
+def float_expr(draw, env, depth=2):
+    floats = _cols(env, "FLOAT")
+    options = ["from_int"] + (["col", "col"] if floats else [])
+    if depth > 0:
+        options += ["arith", "half", "case"]
+    k = draw(st.sampled_from(options))
+    if k == "col":
+        return draw(st.sampled_from(floats))
+    if k == "from_int":
+        return f"({int_expr(draw, env, 1)} * {draw(st.sampled_from(['1.5', '0.5', '2.0']))})"
+    if k == "arith":
+        op = draw(st.sampled_from(["+", "-", "*"]))
+        return f"({float_expr(draw, env, depth - 1)} {op} {int_expr(draw, env, depth - 1)})"
+    if k == "half":                      # division by a nonzero literal only: no IEEE infinities
+        return f"({float_expr(draw, env, depth - 1)} / {draw(st.sampled_from(['2', '4.0', '-0.5']))})"
+    els = f" ELSE {float_expr(draw, env, depth - 1)}" if draw(st.booleans()) else ""
+    return f"CASE WHEN {pred(draw, env, depth - 1)} THEN {float_expr(draw, env, depth - 1)}{els} END"
+
+
+def str_expr(draw, env, depth=2):
+    strs = _cols(env, "STRING")
+    options = ["lit"] + (["col"] * 3 if strs else [])
+    if depth > 0:
+        options += (["lower", "upper"] if strs else []) + ["case"]
+    k = draw(st.sampled_from(options))
+    if k == "col":
+        return draw(st.sampled_from(strs))
+    if k == "lit":
+        return draw(st.sampled_from(["'a'", "'ab'", "'x'", "'zz'", "''"]))
+    if k in ("lower", "upper"):
+        return f"{k.upper()}({draw(st.sampled_from(strs))})"
+    els = f" ELSE {str_expr(draw, env, depth - 1)}" if draw(st.booleans()) else ""
+    return f"CASE WHEN {pred(draw, env, depth - 1)} THEN {str_expr(draw, env, depth - 1)}{els} END"
+
+
+def pred(draw, env, depth=2):
+    """A boolean expression over env."""
+    ints, strs, floats = _cols(env, "INT"), _cols(env, "STRING"), _cols(env, "FLOAT")
+    options = ["cmp_int", "cmp_int"] + (["cmp_str", "like"] if strs else []) + (["cmp_float"] if floats else [])
+    options += ["in", "between"]
+    if depth > 0:
+        options += ["and", "or", "not"]
+    k = draw(st.sampled_from(options))
+    cmp = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "!="]))
+    if k == "cmp_int":
+        return f"{int_expr(draw, env, min(depth, 1))} {cmp} {int_expr(draw, env, 0)}"
+    if k == "cmp_float":
+        return f"{float_expr(draw, env, min(depth, 1))} {cmp} {draw(st.sampled_from(['0.5', '1.0', '2.25', '-1']))}"
+    if k == "cmp_str":
+        return f"{str_expr(draw, env, min(depth, 1))} {cmp} {str_expr(draw, env, 0)}"
+    if k == "like":
+        neg = "NOT " if draw(st.booleans()) else ""
+        return f"{str_expr(draw, env, min(depth, 1))} {neg}LIKE {draw(st.sampled_from(_LIKE))}"
+    if k == "in":
+        neg = "NOT " if draw(st.integers(0, 3)) == 0 else ""
+        if strs and draw(st.booleans()):
+            items = ", ".join(draw(st.lists(st.sampled_from(["'a'", "'b'", "'ab'", "'x'", "'y'"]), min_size=1,
+                                            max_size=3)))
+            return f"{draw(st.sampled_from(strs))} {neg}IN ({items})"
+        items = ", ".join(str(v) for v in draw(st.lists(st.integers(-1, 4), min_size=1, max_size=3)))
+        return f"{int_expr(draw, env, min(depth, 1))} {neg}IN ({items})"
+    if k == "between":
+        neg = "NOT " if draw(st.integers(0, 3)) == 0 else ""
+        lo = draw(st.integers(-2, 3))
+        return f"{int_expr(draw, env, min(depth, 1))} {neg}BETWEEN ({lo}) AND {lo + draw(st.integers(0, 3))}"
+    if k == "not":
+        return f"NOT ({pred(draw, env, depth - 1)})"
+    op = "AND" if k == "and" else "OR"
+    return f"({pred(draw, env, depth - 1)} {op} {pred(draw, env, depth - 1)})"
+
+
+def any_expr(draw, env, depth=2):
+    """(text, TYPE) of an expression of any type."""
+    typ = draw(st.sampled_from(["INT", "INT", "FLOAT", "STRING", "BOOLEAN"]))
+    gen = {"INT": int_expr, "FLOAT": float_expr, "STRING": str_expr, "BOOLEAN": pred}[typ]
+    return gen(draw, env, depth), typ
+
+
+# ------------------------------------------------------------------------------------------------ queries
+
+WINDOW_KINDS = ("RANGE", "SLIDE", "ROWS", "PARTITION", "NOW", "UNBOUNDED", "none")
+_SCHEMA = {"S": [("a", "INT"), ("b", "INT"), ("c", "STRING")], "T": [("a", "INT"), ("d", "FLOAT")],
+           "R": [("a", "INT"), ("e", "STRING")], "P": [("e", "STRING"), ("g", "INT")]}
+
+
+def window(draw, cols, kind=None, allow_where=True):
+    """Window text for a stream with columns ``cols`` [(name, TYPE)]: every kind of SPEC section 3, sometimes
+    with a window-internal WHERE (referring to the stream's own columns, unqualified)."""
+    kind = kind or draw(st.sampled_from(WINDOW_KINDS))
+    if kind == "none":
+        return ""
+    if kind == "RANGE":
+        spec = f"RANGE {draw(st.integers(1, 20))}"
+    elif kind == "SLIDE":
+        spec = f"RANGE {draw(st.integers(1, 20))} SLIDE {draw(st.integers(1, 10))}"
+    elif kind == "ROWS":
+        spec = f"ROWS {draw(st.integers(1, 5))}"
+    elif kind == "PARTITION":
+        keys = [c for c, t in cols if t != "FLOAT"]
+        part = draw(st.lists(st.sampled_from(keys), min_size=1, max_size=2, unique=True))
+        spec = f"PARTITION BY {', '.join(part)} ROWS {draw(st.integers(1, 3))}"
+    elif kind == "NOW":
+        spec = "NOW"
+    else:
+        spec = "RANGE UNBOUNDED"
+    if allow_where and kind != "UNBOUNDED" and draw(st.integers(0, 3)) == 0:
+        spec += f" WHERE {pred(draw, [(c, t) for c, t in cols], 1)}"
+    return f" [{spec}]"
+
+
+def _stream_item(draw, name, alias, kind=None, sample=True):
+    """FROM text for a stream with a window and alias, and the env its columns give."""
+    w = window(draw, _SCHEMA[name], kind)
+    smp = " SAMPLE(100)" if sample and draw(st.integers(0, 9)) == 0 else ""
+    env = [(f"{alias}.{c}", t) for c, t in _SCHEMA[name]]
+    return f"{name} {alias}{w}{smp}", env
+
+
+def _items(draw, env, n_max=3, star=True):
+    """A select list over env: column references, expressions, with and without aliases."""
+    if star and draw(st.integers(0, 5)) == 0:
+        return "*"
+    out = []
+    for i in range(draw(st.integers(1, n_max))):
+        k = draw(st.integers(0, 4))
+        if k <= 1:
+            out.append(draw(st.sampled_from([r for r, _ in env])))
+        else:
+            text, _ = any_expr(draw, env, 2)
+            alias = f" AS x{i}" if draw(st.integers(0, 2)) else ""
+            out.append(text + alias)
+    return ", ".join(out)
+
+
+@st.composite
+def window_queries(draw):
+    """Every window kind with select/project over one stream."""
+    name = draw(st.sampled_from(["S", "T"]))
+    alias = draw(st.sampled_from(["X", name]))
+    item, env = _stream_item(draw, name, alias)
+    where = f" WHERE {pred(draw, env)}" if draw(st.booleans()) else ""
+    if draw(st.integers(0, 4)) == 0:
+        items = f"{alias}.*"
+    else:
+        items = _items(draw, env)
+    return (), f"SELECT {items} FROM {item}{where}"
+
+
+@st.composite
+def join_queries(draw):
+    """Stream-stream windowed joins, stream-relation, relation-relation, self-joins, three-way joins."""
+    k = draw(st.sampled_from(["ss", "ss", "sr", "rr", "self", "three", "cross"]))
+    if k == "ss":
+        i1, e1 = _stream_item(draw, "S", "X")
+        i2, e2 = _stream_item(draw, "T", "Y")
+        from_, env, cond = f"{i1}, {i2}", e1 + e2, "X.a = Y.a"
+    elif k == "sr":
+        name = draw(st.sampled_from(["S", "T"]))
+        i1, e1 = _stream_item(draw, name, "X")
+        from_, env, cond = f"{i1}, R", e1 + [("R.a", "INT"), ("R.e", "STRING")], "X.a = R.a"
+    elif k == "rr":
+        from_ = "R, P"
+        env = [("R.a", "INT"), ("R.e", "STRING"), ("P.e", "STRING"), ("P.g", "INT")]
+        cond = draw(st.sampled_from(["R.e = P.e", "R.a = P.g", "R.e = P.e AND R.a >= P.g"]))
+    elif k == "self":
+        i1, e1 = _stream_item(draw, "S", "X")
+        i2, e2 = _stream_item(draw, "S", "Y")
+        from_, env = f"{i1}, {i2}", e1 + e2
+        cond = draw(st.sampled_from(["X.a = Y.a AND X.b < Y.b", "X.c = Y.c", "X.a = Y.b"]))
+    elif k == "three":
+        i1, e1 = _stream_item(draw, "S", "X")
+        i2, e2 = _stream_item(draw, "T", "Y", kind=draw(st.sampled_from(["RANGE", "ROWS", "NOW", "SLIDE"])))
+        from_ = f"{i1}, {i2}, R"
+        env = e1 + e2 + [("R.a", "INT"), ("R.e", "STRING")]
+        cond = "X.a = Y.a AND Y.a = R.a"
+    else:
+        i1, e1 = _stream_item(draw, "S", "X", kind=draw(st.sampled_from(["ROWS", "NOW", "RANGE"])))
+        from_, env, cond = f"{i1}, R", e1 + [("R.a", "INT"), ("R.e", "STRING")], None
+    extra = pred(draw, env, 1) if draw(st.booleans()) else None
+    conds = [c for c in (cond, extra) if c]
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
+    items = _items(draw, env, 4)
+    return (), f"SELECT {items} FROM {from_}{where}"
+
+
+_AGGS_S = ["COUNT(*)", "COUNT(X.b)", "COUNT(DISTINCT X.c)", "SUM(X.b)", "AVG(X.b)", "MIN(X.c)", "MAX(X.b)",
+           "MIN(X.b)", "SUM(X.b * 2)", "MAX(LENGTH(X.c))", "COUNT(DISTINCT X.a)", "MAX(X.c)"]
+_AGGS_T = ["COUNT(*)", "SUM(X.d)", "AVG(X.d)", "MIN(X.d)", "MAX(X.d)", "SUM(X.a)", "AVG(X.a)", "COUNT(DISTINCT X.d)"]
+_STRING_AGGS = ("MIN(X.c)", "MAX(X.c)")
+
+
+@st.composite
+def aggregate_queries(draw):
+    """GROUP BY with every aggregate and HAVING, aggregates without GROUP BY, DISTINCT; over every window."""
+    k = draw(st.sampled_from(["group", "group", "global", "distinct", "join", "relation"]))
+    if k == "relation":
+        aggs = ["COUNT(*)", "SUM(R.a)", "MIN(R.a)", "MAX(R.e)", "AVG(R.a)"]
+        sel = draw(st.lists(st.sampled_from(aggs), min_size=1, max_size=3, unique=True))
+        having = " HAVING COUNT(*) > 1" if draw(st.booleans()) else ""
+        return (), f"SELECT R.e, {', '.join(sel)} FROM R GROUP BY R.e{having}"
+    name = draw(st.sampled_from(["S", "T"]))
+    item, env = _stream_item(draw, name, "X")
+    where = f" WHERE {pred(draw, env, 1)}" if draw(st.integers(0, 2)) == 0 else ""
+    if k == "distinct":
+        cols = draw(st.lists(st.sampled_from([r for r, t in env if t != "FLOAT"] + ["X.a % 2"]), min_size=1,
+                             max_size=2, unique=True))
+        return (), f"SELECT DISTINCT {', '.join(cols)} FROM {item}{where}"
+    if k == "join":
+        item2 = ", R"
+        where = " WHERE X.a = R.a" + (f" AND {pred(draw, env, 0)}" if where else "")
+        group = ["R.e"]
+    else:
+        group = [] if k == "global" else draw(st.lists(
+            st.sampled_from([r for r, t in env if t != "FLOAT"]), min_size=1, max_size=2, unique=True))
+        item2 = ""
+    pool = _AGGS_S if name == "S" else _AGGS_T
+    aggs = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
+    sel = list(group)
+    for i, a in enumerate(aggs):
+        form = draw(st.integers(0, 4))
+        if form == 0:
+            sel.append(a)                                # unaliased: named count / sum / ...
+        elif form == 1 and a not in _STRING_AGGS:
+            sel.append(f"{a} + 1 AS y{i}")
+        else:
+            sel.append(f"{a} AS y{i}")
+    having = ""
+    if draw(st.integers(0, 2)) == 0:
+        h = draw(st.sampled_from(["COUNT(*) > 1", "COUNT(*) >= 2 OR " + pool[3] + " > 1", pool[6] + " <> 0"
+                                  if name == "S" else "MAX(X.d) > 0.5", "SUM(X.a) >= 2"]))
+        having = f" HAVING {h}"
+    group_by = f" GROUP BY {', '.join(group)}" if group else ""
+    distinct = "DISTINCT " if draw(st.integers(0, 5)) == 0 else ""
+    return (), f"SELECT {distinct}{', '.join(sel)} FROM {item}{item2}{where}{group_by}{having}"
+
+
+def _branch(draw, shape):
+    """One set-operation branch with the given shape: ("a",) or ("a", "s")."""
+    src = draw(st.sampled_from(["S", "S", "T", "R", "Sagg"]))
+    if src == "Sagg" and shape == ("a",):
+        item, env = _stream_item(draw, "S", "X")
+        return f"SELECT MAX(X.a) AS a FROM {item}"
+    if src == "Sagg":
+        src = "S"
+    if src == "R":
+        cols = "R.a, R.e" if shape == ("a", "s") else "R.a"
+        where = f" WHERE {pred(draw, [('R.a', 'INT'), ('R.e', 'STRING')], 1)}" if draw(st.booleans()) else ""
+        return f"SELECT {cols} FROM R{where}"
+    item, env = _stream_item(draw, src, "X")
+    if shape == ("a", "s"):
+        cols = "X.a, X.c" if src == "S" else "X.a, 'x' AS c"
+    else:
+        cols = "X.a"
+    where = f" WHERE {pred(draw, env, 1)}" if draw(st.booleans()) else ""
+    return f"SELECT {cols} FROM {item}{where}"
+
+
+@st.composite
+def setop_queries(draw):
+    """UNION, UNION ALL, EXCEPT, EXCEPT ALL, INTERSECT, INTERSECT ALL over windowed streams and relations."""
+    shape = draw(st.sampled_from([("a",), ("a", "s")]))
+    ops = ["UNION", "UNION ALL", "EXCEPT", "EXCEPT ALL", "INTERSECT", "INTERSECT ALL"]
+    text = _branch(draw, shape)
+    for _ in range(draw(st.integers(1, 2))):
+        op = draw(st.sampled_from(ops))
+        right = _branch(draw, shape)
+        if draw(st.integers(0, 3)) == 0:
+            text = f"({text}) {op} {right}"
+        else:
+            text = f"{text} {op} {right}"
+    return (), text
+
+
+@st.composite
+def streamop_queries(draw):
+    """Explicit ISTREAM/DSTREAM/RSTREAM (around a query, SELECT op(...), on a FROM item) and the implicit one;
+    named derived streams and views read by the query."""
+    k = draw(st.sampled_from(["around", "around", "select", "item", "derived", "view"]))
+    op = draw(st.sampled_from(["ISTREAM", "DSTREAM", "RSTREAM"]))
+    if k in ("around", "select"):
+        name = draw(st.sampled_from(["S", "T"]))
+        item, env = _stream_item(draw, name, "X")
+        agg = draw(st.booleans())
+        if agg:
+            pool = _AGGS_S if name == "S" else _AGGS_T
+            items = f"X.a, {draw(st.sampled_from(pool))} AS n"
+            tail = " GROUP BY X.a"
+        else:
+            items, tail = _items(draw, env, 2, star=False), ""
+        where = f" WHERE {pred(draw, env, 1)}" if draw(st.booleans()) else ""
+        if draw(st.integers(0, 3)) == 0:
+            item += ", R"
+            where = " WHERE X.a = R.a" + (f" AND {where[7:]}" if where else "")
+        if k == "around":
+            return (), f"{op}(SELECT {items} FROM {item}{where}{tail})"
+        return (), f"SELECT {op}({items}) FROM {item}{where}{tail}"
+    if k == "item":
+        rel = draw(st.sampled_from(["R", "P"]))
+        w = window(draw, _SCHEMA[rel], draw(st.sampled_from(["RANGE", "NOW", "ROWS", "UNBOUNDED", "none",
+                                                             "SLIDE"])), allow_where=False)
+        env = [(f"Z.{c}", t) for c, t in _SCHEMA[rel]]
+        where = f" WHERE {pred(draw, env, 1)}" if draw(st.booleans()) else ""
+        if draw(st.booleans()):
+            return (), f"SELECT Z.{_SCHEMA[rel][0][0]}, COUNT(*) AS n FROM {op}({rel}) Z{w}{where} " \
+                       f"GROUP BY Z.{_SCHEMA[rel][0][0]}"
+        return (), f"SELECT {_items(draw, env, 2)} FROM {op}({rel}) Z{w}{where}"
+    if k == "derived":
+        item, env = _stream_item(draw, "S", "X")
+        if draw(st.booleans()):
+            setup = f"REGISTER QUERY ds AS SELECT X.a AS a, X.b AS b FROM {item} WHERE {pred(draw, env, 1)}"
+        else:
+            setup = f"REGISTER QUERY ds AS SELECT {op}(X.a AS a, COUNT(*) AS b) FROM {item} GROUP BY X.a"
+        w = window(draw, [("a", "INT"), ("b", "INT")],
+                   draw(st.sampled_from(["RANGE", "NOW", "UNBOUNDED", "none", "SLIDE", "ROWS", "PARTITION"])))
+        denv = [("D.a", "INT"), ("D.b", "INT")]
+        q = draw(st.sampled_from([
+            f"SELECT * FROM ds{w} D",
+            f"SELECT D.a, SUM(D.b) AS s FROM ds{w} D GROUP BY D.a",
+            f"SELECT D.a, D.b FROM ds{w} D WHERE {pred(draw, denv, 1)}",
+            f"{op}(SELECT D.a, COUNT(*) AS n FROM ds{w} D GROUP BY D.a)",
+        ]))
+        return (setup,), q
+    # view
+    item, env = _stream_item(draw, "S", "X")
+    if draw(st.booleans()):
+        setup = f"REGISTER VIEW v AS SELECT X.a AS a, COUNT(*) AS n FROM {item} GROUP BY X.a"
+    else:
+        setup = f"REGISTER VIEW v AS SELECT X.a AS a, X.b AS n FROM {item}"
+    i2, e2 = _stream_item(draw, "T", "Y")
+    q = draw(st.sampled_from([
+        "SELECT * FROM v",
+        f"{op}(SELECT * FROM v)",
+        f"SELECT v.a, v.n, Y.d FROM v, {i2} WHERE v.a = Y.a",
+        "SELECT v.n, COUNT(*) AS k FROM v GROUP BY v.n",
+        "SELECT v.a, R.e FROM v, R WHERE v.a = R.a AND v.n > 0",
+    ]))
+    return (setup,), q
+
+
+@st.composite
+def subquery_queries(draw):
+    """Subqueries in FROM (relation-valued, and stream-valued with a window) and in WHERE: uncorrelated and
+    correlated scalar, IN, NOT IN, EXISTS, NOT EXISTS, op ALL / ANY."""
+    k = draw(st.sampled_from(["from_rel", "from_stream", "from_stream", "where", "where", "where", "outer_rel"]))
+    if k == "from_rel":
+        item, env = _stream_item(draw, draw(st.sampled_from(["S"])), "X")
+        inner = f"SELECT X.a AS a, COUNT(*) AS n, MAX(X.b) AS m FROM {item} GROUP BY X.a"
+        outer_env = [("Q.a", "INT"), ("Q.n", "INT"), ("Q.m", "INT")]
+        where = f" WHERE {pred(draw, outer_env, 1)}" if draw(st.booleans()) else ""
+        if draw(st.booleans()):
+            return (), f"SELECT Q.a, Q.n + Q.m AS t FROM ({inner}) Q{where}"
+        return (), f"ISTREAM(SELECT * FROM ({inner}) Q{where})"
+    if k == "from_stream":
+        name = draw(st.sampled_from(["S", "T"]))
+        item, env = _stream_item(draw, name, "X")
+        second = "X.b" if name == "S" else "X.d"
+        inner = f"SELECT X.a AS a, {second} AS v FROM {item}"
+        if draw(st.booleans()):
+            inner += f" WHERE {pred(draw, env, 1)}"
+        vt = "INT" if name == "S" else "FLOAT"
+        w = window(draw, [("a", "INT"), ("v", vt)],
+                   draw(st.sampled_from(["RANGE", "SLIDE", "NOW", "UNBOUNDED", "none", "ROWS", "PARTITION"])))
+        oenv = [("Q.a", "INT"), ("Q.v", vt)]
+        return (), draw(st.sampled_from([
+            f"SELECT * FROM ({inner}) Q{w}",
+            f"SELECT Q.a, COUNT(*) AS n, SUM(Q.v) AS s FROM ({inner}) Q{w} GROUP BY Q.a",
+            f"SELECT Q.a, Q.v FROM ({inner}) Q{w} WHERE {pred(draw, oenv, 1)}",
+            f"SELECT Q.a, R.e FROM ({inner}) Q{w}, R WHERE Q.a = R.a",
+        ]))
+    if k == "outer_rel":
+        i2, _ = _stream_item(draw, "S", "Y")
+        sub = draw(st.sampled_from([
+            f"R.a IN (SELECT Y.a FROM {i2})",
+            f"EXISTS (SELECT * FROM {i2} WHERE Y.a = R.a)",
+            f"R.a NOT IN (SELECT Y.a FROM {i2})",
+        ]))
+        return (), f"SELECT R.a, R.e FROM R WHERE {sub}"
+    # WHERE subqueries over an outer stream
+    item, env = _stream_item(draw, "S", "X")
+    i2, e2 = _stream_item(draw, draw(st.sampled_from(["S", "T"])), "Y")
+    y_num = "Y.b" if e2[1][0] == "Y.b" else "Y.a"
+    sub = draw(st.sampled_from([
+        f"X.a IN (SELECT Y.a FROM {i2})",
+        f"X.a NOT IN (SELECT Y.a FROM {i2})",
+        "X.a IN (SELECT R.a FROM R)",
+        "X.a NOT IN (SELECT R.a FROM R WHERE R.e = 'x')",
+        f"EXISTS (SELECT * FROM {i2} WHERE Y.a = X.a)",
+        f"NOT EXISTS (SELECT * FROM {i2} WHERE Y.a = X.a)",
+        "EXISTS (SELECT * FROM R WHERE R.a = X.a AND R.e <> 'y')",
+        f"X.b >= (SELECT MAX({y_num}) FROM {i2})",
+        f"X.b = (SELECT MAX({y_num}) FROM {i2} WHERE Y.a = X.a)",
+        f"X.b >= ALL (SELECT {y_num} FROM {i2})",
+        f"X.b < ANY (SELECT {y_num} FROM {i2} WHERE Y.a <> X.a)",
+        f"X.a = ANY (SELECT R.a FROM R)",
+        f"X.b > (SELECT COUNT(*) FROM {i2})",
+    ]))
+    if draw(st.integers(0, 3)) == 0:
+        sub = f"{sub} AND {pred(draw, env, 0)}"
+    if draw(st.integers(0, 3)) == 0:
+        return (), f"SELECT X.a, COUNT(*) AS n FROM {item} WHERE {sub} GROUP BY X.a"
+    return (), f"SELECT {_items(draw, env, 2, star=False)} FROM {item} WHERE {sub}"
+
+
+FAMILIES = {
+    "window": window_queries, "join": join_queries, "aggregate": aggregate_queries, "setop": setop_queries,
+    "streamop": streamop_queries, "subquery": subquery_queries,
+}
+
+
+def queries(family: str = "any"):
+    """Strategy of (setup statements, query text); setup registers the views/derived streams the query reads."""
+    if family == "any":
+        return st.one_of([f() for f in FAMILIES.values()])
+    return FAMILIES[family]()
+
+
+@st.composite
+def workloads(draw, family: str = "any", max_events: int = 20, max_ts: int = 60):
+    """A whole run: catalog + setup statements, one query, input actions, final heartbeat."""
+    setup, query = draw(queries(family))
+    actions, until = draw(inputs(max_events=max_events, max_ts=max_ts))
+    return Workload(CATALOG + tuple(setup), query, actions, until)

@@ -27,7 +27,7 @@ Decisions where SPEC and the contract are silent (docs/testing.md lists them):
 * GROUP BY without an aggregate counts as an aggregate query (no implicit ISTREAM);
 * a set operation takes its column names from its left branch and promotes INT/FLOAT per column;
 * ``col{i}`` numbers select items as written (a ``*`` counts as one item);
-* ``X.*`` writes plain column names; only an unqualified ``*`` qualifies names shared by several FROM items;
+* ``X.*`` qualifies a name exactly as ``*`` does: when the name occurs in more than one FROM item of the block;
 * ROWS over a *derived* stream whose cut-off splits one instant's elements (whose order the contract leaves open)
   raises ``Ambiguous`` unless those elements are all equal; over a base stream ties follow arrival order;
 * ``SAMPLE(100)`` keeps everything and ``SAMPLE(0)`` nothing; other rates are random and raise ``Unsupported``.
@@ -631,7 +631,7 @@ class Reference:
             if isinstance(e, A.Star):
                 for item in self._star_items(sc, e):
                     for cname, ctype in item.cols:
-                        shared = e.qualifier is None and sum(
+                        shared = sum(
                             1 for other in sc.items if any(c.lower() == cname.lower() for c, _ in other.cols)) > 1
                         names.append(f"{item.label}.{cname}" if shared and item.label else cname)
                         types.append(ctype)

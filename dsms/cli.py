@@ -1,0 +1,206 @@
+"""The ``dsms`` command: ``serve``, ``archive list|print``, and ``replay`` (SPEC sections 9 and 10).
+
+``dsms serve`` exits non-zero with one clear line on stderr when it cannot start (bad config, port taken,
+data directory unwritable or held by another server), so a service manager or a script sees why at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from dsms.config import Config, ConfigError, load_config
+
+log = logging.getLogger("dsms")
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"dsms: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def _config(args: argparse.Namespace) -> Config:
+    overrides: dict[str, Any] = {"data_dir": getattr(args, "data_dir", None)}
+    for key in ("host", "port", "mqtt_url", "token"):
+        if hasattr(args, key):
+            overrides[key] = getattr(args, key)
+    if getattr(args, "fsync", None):
+        overrides["archive.fsync"] = args.fsync
+    return load_config(args.config, overrides)
+
+
+# ---------------------------------------------------------------- serve
+
+
+async def _serve(cfg: Config) -> int:
+    from aiohttp import web
+
+    from dsms.archive import ArchiveError, ArchiveLocked
+    from dsms.runtime import Runtime, RuntimeFailure
+    from web.app import create_app
+
+    rt = Runtime(cfg)
+    try:
+        await rt.start()
+    except ArchiveLocked as e:
+        return _fail(f"cannot start: {e}")
+    except (RuntimeFailure, ArchiveError) as e:
+        return _fail(f"cannot start: {e}")
+    except PermissionError as e:
+        return _fail(f"cannot start: data directory {str(cfg.data_dir)!r} is not writable ({e.strerror})")
+    except OSError as e:
+        return _fail(f"cannot start: data directory {str(cfg.data_dir)!r}: {e.strerror or e}")
+    app = create_app(rt, cfg)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port)
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        await rt.stop()
+        why = "address already in use" if e.errno == 98 else (e.strerror or str(e))
+        return _fail(f"cannot listen on {cfg.host}:{cfg.port}: {why}")
+    port = cfg.port
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        port = server.sockets[0].getsockname()[1]
+    from web.middlewares import is_loopback
+    if not is_loopback(cfg.host) and cfg.token is None:
+        log.warning("listening on %s without a token: every mutating request will be refused (401)", cfg.host)
+    print(f"dsms: serving http://{cfg.host}:{port}/ (data dir {cfg.data_dir}, fsync {rt.fsync})",
+          file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("dsms: stopping", file=sys.stderr, flush=True)
+    for st in list(rt.states.values()):        # end the result streams first, so the HTTP server can close
+        for sub in list(st.subscribers):
+            sub.close("server stopping")
+    await runner.cleanup()
+    await rt.stop()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        cfg = _config(args)
+    except ConfigError as e:
+        return _fail(f"bad configuration: {e}", 2)
+    logging.basicConfig(level=getattr(logging, cfg.get("log_level").upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_serve(cfg))
+    except KeyboardInterrupt:
+        return 130
+
+
+# ---------------------------------------------------------------- archive
+
+
+def _open_archive(args: argparse.Namespace) -> Any:
+    from dsms.archive import Archive
+    cfg = _config(args)
+    root = cfg.data_dir / "archive"
+    if not root.is_dir():
+        raise FileNotFoundError(f"no archive under {str(cfg.data_dir)!r}")
+    return Archive(cfg.data_dir, read_only=True)
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    from dsms.archive import ArchiveError
+    from dsms.formats import parse_ts
+    from dsms.formats.json_codec import dumps
+    try:
+        arch = _open_archive(args)
+    except ConfigError as e:
+        return _fail(f"bad configuration: {e}", 2)
+    except (FileNotFoundError, ArchiveError, OSError) as e:
+        return _fail(str(e))
+    try:
+        if args.action == "list":
+            ranges = arch.ranges()
+            if args.json:
+                print(json.dumps({k: vars(v) for k, v in ranges.items()}, indent=1))
+                return 0
+            print(f"{'input':24} {'first_ts':>16} {'last_ts':>16} {'frames':>9} {'bytes':>12} {'segments':>8}")
+            for name, r in ranges.items():
+                print(f"{name:24} {str(r.first_ts):>16} {str(r.last_ts):>16} {r.frames:>9} {r.bytes:>12} "
+                      f"{r.segments:>8}")
+            return 0
+        lo = parse_ts(args.from_ts) if args.from_ts is not None else None
+        hi = parse_ts(args.to_ts) if args.to_ts is not None else None
+        inputs = [args.input.lower()] if args.input else arch.inputs()
+        out = sys.stdout
+        for name in inputs:
+            for rec in arch.read(name, lo, hi):
+                if rec.is_heartbeat:
+                    out.write(dumps({"input": name, "seq": rec.seq, "heartbeat": int(rec.ts)}) + "\n")
+                    continue
+                for t, s, row in rec.rows():
+                    out.write(dumps({"input": name, "seq": rec.seq, "ts": t, "sign": s, "row": row}) + "\n")
+        return 0
+    except BrokenPipeError:
+        return 0
+    except (ArchiveError, ValueError) as e:
+        return _fail(str(e))
+    finally:
+        arch.close()
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    return _fail("replay is not implemented yet", 2)
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dsms", description="dsms: a data stream management system (CQL over "
+                                                         "streams and relations)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the HTTP server")
+    s.add_argument("--config", help="TOML config file")
+    s.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (default 8080)")
+    s.add_argument("--data-dir", help="data directory (default ./dsms-data)")
+    s.add_argument("--mqtt-url", help="default MQTT broker URL (default mqtt://127.0.0.1:1883)")
+    s.add_argument("--token", help="bearer token for mutating requests (or DSMS_TOKEN)")
+    s.add_argument("--fsync", choices=("always", "group", "never"), help="archive durability mode")
+    s.set_defaults(func=cmd_serve)
+
+    a = sub.add_parser("archive", help="inspect the input archive")
+    a.add_argument("action", choices=("list", "print"))
+    a.add_argument("--config", help="TOML config file")
+    a.add_argument("--data-dir", help="data directory (default ./dsms-data)")
+    a.add_argument("--input", help="only this stream or relation")
+    a.add_argument("--from", dest="from_ts", help="first timestamp (ms or ISO 8601)")
+    a.add_argument("--to", dest="to_ts", help="end timestamp, exclusive")
+    a.add_argument("--json", action="store_true", help="list: JSON output")
+    a.set_defaults(func=cmd_archive)
+
+    r = sub.add_parser("replay", help="replay archived input through a query (not implemented yet)")
+    r.add_argument("args", nargs=argparse.REMAINDER)
+    r.set_defaults(func=cmd_replay)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dsms`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Server settings: embedded defaults, a TOML file, command-line flags, and their validation (SPEC section 10).
+
+Precedence, lowest first: the defaults below, the TOML file given with ``--config``, then flags. Every key is
+validated by type and range, and an invalid one is refused with a message that names the key, so ``dsms
+serve`` can exit with one clear line instead of failing later in some unrelated place.
+
+TOML layout (every key optional)::
+
+    data_dir = "./dsms-data"
+    host = "127.0.0.1"
+    port = 8080
+    mqtt_url = "mqtt://127.0.0.1:1883"
+    token = "..."                         # bearer token for mutating endpoints; never logged
+
+    [limits]
+    request_bytes = 16777216              # largest HTTP request body (413 above)
+    statement_chars = 100000              # longest CQL text (413 above)
+    max_queries = 1000                    # registered queries at once (409 above)
+    ingest_backlog = 1000000              # unprocessed input tuples before 503 + Retry-After
+
+    [archive]
+    fsync = "group"                       # "always" | "group" | "never"
+    group_delay_ms = 2                    # longest wait before a group commit
+    retention_ms = 0                      # 0: keep everything
+
+    [results]
+    retention = 10000                     # result elements kept per query for ?from=
+    subscriber_buffer = 10000             # elements buffered per reader before it gets a gap marker
+    slice_ms = 5                          # target length of one engine time slice
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigError", "Config", "DEFAULTS", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names the key (``limits.max_queries``) and why."""
+
+
+DEFAULTS: dict[str, Any] = {
+    "data_dir": "./dsms-data",
+    "host": "127.0.0.1",
+    "port": 8080,
+    "mqtt_url": "mqtt://127.0.0.1:1883",
+    "token": None,
+    "log_level": "info",
+    "limits": {
+        "request_bytes": 16 * 1024 * 1024,
+        "statement_chars": 100_000,
+        "max_queries": 1_000,
+        "ingest_backlog": 1_000_000,
+    },
+    "archive": {
+        "fsync": "group",
+        "group_delay_ms": 2,
+        "retention_ms": 0,
+    },
+    "results": {
+        "retention": 10_000,
+        "subscriber_buffer": 10_000,
+        "slice_ms": 5,
+    },
+}
+
+# key -> (type, lower bound, upper bound or None, choices or None, may be None)
+_SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = {
+    "data_dir": (str, None, None, None, False),
+    "host": (str, None, None, None, False),
+    "port": (int, 0, 65535, None, False),
+    "mqtt_url": (str, None, None, None, False),
+    "token": (str, None, None, None, True),
+    "log_level": (str, None, None, ("debug", "info", "warning", "error"), False),
+    "limits.request_bytes": (int, 1024, 1 << 34, None, False),
+    "limits.statement_chars": (int, 16, 100_000_000, None, False),
+    "limits.max_queries": (int, 1, 1_000_000, None, False),
+    "limits.ingest_backlog": (int, 1, 1 << 40, None, False),
+    "archive.fsync": (str, None, None, ("always", "group", "never"), False),
+    "archive.group_delay_ms": (float, 0, 1000, None, False),
+    "archive.retention_ms": (int, 0, None, None, False),
+    "results.retention": (int, 0, 100_000_000, None, False),
+    "results.subscriber_buffer": (int, 1, 100_000_000, None, False),
+    "results.slice_ms": (float, 0.1, 1000, None, False),
+}
+
+
+@dataclass
+class Config:
+    """Validated settings. ``get("limits.max_queries")`` reads a dotted key; the attributes are shortcuts for
+    the ones every layer needs."""
+
+    values: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULTS))
+
+    def get(self, key: str) -> Any:
+        node: Any = self.values
+        for part in key.split("."):
+            node = node[part]
+        return node
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.values["data_dir"])
+
+    @property
+    def host(self) -> str:
+        return self.values["host"]
+
+    @property
+    def port(self) -> int:
+        return self.values["port"]
+
+    @property
+    def token(self) -> str | None:
+        return self.values["token"]
+
+    @property
+    def mqtt_url(self) -> str:
+        return self.values["mqtt_url"]
+
+    def public(self) -> dict[str, Any]:
+        """The settings with the token masked, for ``GET /system`` and logs (the token is never shown)."""
+        out = copy.deepcopy(self.values)
+        if out.get("token") is not None:
+            out["token"] = "***"
+        return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any], where: str, prefix: str = "") -> None:
+    for k, v in over.items():
+        key = f"{prefix}{k}"
+        if k not in base:
+            known = sorted(_SPEC) if not prefix else sorted(s for s in _SPEC if s.startswith(prefix))
+            raise ConfigError(f"{where}: unknown setting '{key}' (known: {', '.join(known)})")
+        if isinstance(base[k], dict):
+            if not isinstance(v, Mapping):
+                raise ConfigError(f"{where}: '{key}' must be a table of settings, not {v!r}")
+            _merge(base[k], v, where, key + ".")
+        else:
+            base[k] = v
+
+
+def _validate(values: dict[str, Any]) -> None:
+    for key, (typ, lo, hi, choices, nullable) in _SPEC.items():
+        node: Any = values
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node[p]
+        v = node[parts[-1]]
+        if v is None:
+            if nullable:
+                continue
+            raise ConfigError(f"setting '{key}' must not be empty")
+        if typ is float and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+            node[parts[-1]] = v
+        if isinstance(v, bool) or not isinstance(v, typ):
+            raise ConfigError(f"setting '{key}' must be {typ.__name__}, not {type(v).__name__} {v!r}")
+        if choices is not None and v not in choices:
+            raise ConfigError(f"setting '{key}' must be one of {', '.join(choices)}, not {v!r}")
+        if lo is not None and v < lo:
+            raise ConfigError(f"setting '{key}' must be >= {lo}, not {v!r}")
+        if hi is not None and v > hi:
+            raise ConfigError(f"setting '{key}' must be <= {hi}, not {v!r}")
+        if typ is str and not nullable and not v:
+            raise ConfigError(f"setting '{key}' must not be empty")
+    if values["token"] is not None and (len(values["token"]) < 8 or any(c.isspace() for c in values["token"])):
+        raise ConfigError("setting 'token' must be at least 8 characters without spaces")
+    url = values["mqtt_url"]
+    if not (url.startswith("mqtt://") or url.startswith("mqtts://")):
+        raise ConfigError(f"setting 'mqtt_url' must start with mqtt:// or mqtts://, not {url!r}")
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None,
+                env: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then the TOML file at ``path``, then ``overrides`` (dotted keys allowed, None values
+    ignored, so argparse results can be passed as they are). ``DSMS_TOKEN`` in ``env`` supplies the token when
+    neither the file nor a flag does, so it need not appear on a command line.
+
+    >>> load_config(overrides={"port": 9000, "limits.max_queries": 5}).get("limits.max_queries")
+    5
+    """
+    values = copy.deepcopy(DEFAULTS)
+    if path is not None:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(p)!r} does not exist") from None
+        except OSError as e:
+            raise ConfigError(f"config file {str(p)!r} cannot be read: {e.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"config file {str(p)!r} is not valid TOML: {e}") from None
+        _merge(values, data, f"config file {str(p)!r}")
+    if overrides:
+        for key, v in overrides.items():
+            if v is None:
+                continue
+            nested: dict[str, Any] = {}
+            node = nested
+            parts = key.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = v
+            _merge(values, nested, "flag")
+    env = os.environ if env is None else env
+    if values["token"] is None and env.get("DSMS_TOKEN"):
+        values["token"] = env["DSMS_TOKEN"]
+    _validate(values)
+    return Config(values)

@@ -1,0 +1,99 @@
+"""``/queries``: register, list, describe, tune and drop continuous queries; their results (streamed) and
+their plans (SPEC section 7)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from dsms.cql import ast
+from dsms.cql.parser import parse
+from dsms.errors import InputError
+from dsms.runtime import LimitExceeded
+from web.handlers.common import bool_param, describe_query, int_param, read_json_object, runtime
+from web.streaming import stream_results
+
+
+async def list_queries(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    return web.json_response({"queries": [describe_query(q, rt) for q in rt.queries()]})
+
+
+async def create_query(request: web.Request) -> web.Response:
+    """``{"cql": "SELECT ..."}`` or ``REGISTER QUERY|VIEW ...``: 201 with id, name, kind and schema."""
+    rt = runtime(request)
+    doc = await read_json_object(request)
+    text = doc.get("cql")
+    if not isinstance(text, str):
+        raise InputError("the body needs 'cql': one query (SELECT ..., REGISTER QUERY or REGISTER VIEW)")
+    extra = set(doc) - {"cql", "retention"}
+    if extra:
+        raise InputError(f"unknown field '{sorted(extra)[0]}' (fields: cql, retention)")
+    if len(text) > rt.statement_chars:
+        raise LimitExceeded(f"statement text is {len(text)} characters; the limit is {rt.statement_chars} "
+                            "(limits.statement_chars)", status=413)
+    stmts = parse(text)
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.RegisterQuery | ast.RegisterView | ast.QueryStatement):
+        raise InputError("'cql' must be exactly one query: SELECT ..., REGISTER QUERY ... or REGISTER VIEW ...; "
+                         "use POST /cql for other statements")
+    q = rt.execute(text)[0]
+    if "retention" in doc:
+        rt.set_query_retention(q.id, doc["retention"])
+    return web.json_response(describe_query(q), status=201,
+                             headers={"Location": f"/queries/{q.id}"})
+
+
+async def get_query(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    return web.json_response(describe_query(rt.query(request.match_info["id"]), rt))
+
+
+async def patch_query(request: web.Request) -> web.Response:
+    """Runtime knobs of a query: ``{"retention": N}`` (result elements kept for ``?from=``)."""
+    rt = runtime(request)
+    q = rt.query(request.match_info["id"])
+    doc = await read_json_object(request)
+    extra = set(doc) - {"retention"}
+    if extra or not doc:
+        raise InputError("writable query attributes: retention")
+    rt.set_query_retention(q.id, doc["retention"])
+    return web.json_response(describe_query(q, rt))
+
+
+async def delete_query(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    q = rt.query(request.match_info["id"])
+    rt.drop(q.id)
+    return web.Response(status=204)
+
+
+async def get_results(request: web.Request) -> web.StreamResponse:
+    """Streamed results: ``?format=ndjson|sse|xml`` or Accept; ``?from=ts`` replays retained results first;
+    ``?follow=false`` ends after what is already there; ``?buffer=N`` sizes this reader's buffer."""
+    rt = runtime(request)
+    q = rt.query(request.match_info["id"])
+    from_ts = int_param(request, "from")
+    follow = bool_param(request, "follow", True)
+    buffer = int_param(request, "buffer", None, 1, 10_000_000)
+    if not follow and from_ts is None:
+        from_ts = -(2**63)
+    return await stream_results(request, rt, q.id, q.name or q.id, from_ts=from_ts, follow=follow, buffer=buffer)
+
+
+async def get_plan(request: web.Request) -> web.Response:
+    """The plan as JSON (default), XML (STREAM's plan files) or text, by ``?format=`` or Accept."""
+    rt = runtime(request)
+    q = rt.query(request.match_info["id"])
+    fmt = request.query.get("format")
+    if not fmt:
+        accept = request.headers.get("Accept", "")
+        fmt = "xml" if "xml" in accept else ("text" if "text/plain" in accept else "json")
+    fmt = fmt.lower()
+    if fmt not in ("json", "xml", "text"):
+        raise InputError(f"plan format {fmt!r} is not one of json, xml, text")
+    plan = rt.explain(q.id, fmt)
+    if fmt == "json":
+        if isinstance(plan, str):
+            return web.Response(text=plan, content_type="application/json")
+        return web.json_response(plan)
+    return web.Response(text=plan if isinstance(plan, str) else str(plan),
+                        content_type="application/xml" if fmt == "xml" else "text/plain")

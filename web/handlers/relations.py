@@ -1,0 +1,51 @@
+"""``/relations``: list, register, describe and drop relations; ``POST /relations/{name}/updates`` applies
+timestamped inserts and deletes (SPEC section 7)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from dsms.formats import decode_input
+from web.handlers.common import describe_result, describe_source, read_json_object, runtime
+from web.handlers.streams import register_text
+
+
+async def list_relations(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    return web.json_response({"relations": [describe_source(r, rt) for r in rt.engine.relations()]})
+
+
+async def get_relation(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    obj = rt.source(request.match_info["name"], "relation")
+    out = describe_source(obj, rt)
+    src = rt.engine.sources[obj.name.lower()]
+    out["size"] = sum(len(v) if isinstance(v, list | tuple) else int(v) for v in src.contents.values())
+    return web.json_response(out)
+
+
+async def create_relation(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    text = register_text(await read_json_object(request), "relation")
+    results = rt.execute(text)
+    return web.json_response(describe_result(results[0]), status=201)
+
+
+async def delete_relation(request: web.Request) -> web.Response:
+    rt = runtime(request)
+    name = request.match_info["name"]
+    rt.source(name, "relation")
+    rt.drop(name, "RELATION")
+    return web.Response(status=204)
+
+
+async def post_updates(request: web.Request) -> web.Response:
+    """Elements with ``sign`` +1/-1, or ``{"ts", "insert": [...], "delete": [...]}`` items; all or nothing."""
+    rt = runtime(request)
+    obj = rt.source(request.match_info["name"], "relation")
+    body = await request.read()
+    decoded = decode_input(body, request.headers.get("Content-Type"), obj.columns, allow_signs=True)
+    n = await rt.update(obj.name, decoded, nbytes=len(body))
+    inserted = n if decoded.sign is None else sum(1 for s in decoded.sign if s > 0)
+    return web.json_response({"accepted": n, "inserted": inserted, "deleted": n - inserted,
+                              "heartbeat": decoded.heartbeat})
