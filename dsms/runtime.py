@@ -49,7 +49,7 @@ from dsms.formats import Decoded
 log = logging.getLogger("dsms.runtime")
 
 __all__ = ["Runtime", "Subscriber", "ResultChunk", "Gap", "HeartbeatMark", "Overloaded", "LimitExceeded",
-           "NotFound", "Conflict", "NotSupported", "RuntimeFailure", "CATALOG_NAME"]
+           "NotFound", "Conflict", "NotSupported", "RuntimeFailure", "CATALOG_NAME", "held_tuples"]
 
 CATALOG_NAME = "catalog.json"
 CATALOG_VERSION = 1
@@ -600,7 +600,7 @@ class Runtime:
             raise
         self._log({"op": "drop", "name": name, "kind": kind})
         if key in self._mqtt:
-            self._spawn(self._stop_mqtt(key))
+            self._spawn(self._stop_mqtt(key, dropped=True))
         return dropped
 
     def _drop_now(self, name: str, kind: str | None) -> str:
@@ -654,7 +654,7 @@ class Runtime:
         out = {"elements_in": int(c["elements"]), "requests": int(c["requests"]), "bytes_in": int(c["bytes"]),
                "refused": int(c["refused"]), "heartbeats": int(c["heartbeats"]),
                "frontier": None if src is None else src.frontier,
-               "backlog": 0 if src is None else int(src.queue.tuples),
+               "backlog": 0 if src is None else held_tuples(src.queue),
                "rate_per_s": round(self.rates.get(key, 0.0), 1)}
         if key in self._mqtt:
             out["mqtt"] = dict(getattr(self._mqtt[key], "stats", {}) or {})
@@ -681,7 +681,7 @@ class Runtime:
 
     def backlog(self) -> int:
         """Input tuples pushed but not yet consumed by every operator reading them."""
-        return sum(int(s.queue.tuples) for s in self.engine.sources.values())
+        return sum(held_tuples(s.queue) for s in self.engine.sources.values())
 
     def _check_backlog(self, key: str) -> None:
         if self.recovering:
@@ -1145,18 +1145,23 @@ class Runtime:
                         stream_def.name, stream_def.source.topic, e)
             return
         key = stream_def.name.lower()
+        dead = self.data_dir / "dead-letter" / f"{key}.ndjson"
         try:
-            adapter = MqttIngest(self, stream_def.name, stream_def.source, self.config.mqtt_url)
+            dead.parent.mkdir(parents=True, exist_ok=True)
+            adapter = MqttIngest(self, stream_def.name, list(stream_def.columns), stream_def.source,
+                                 self.config.mqtt_url, dead)
         except Exception as e:  # noqa: BLE001 - an adapter failure must not stop the server
             log.error("MQTT adapter for %s could not be created: %s", stream_def.name, e)
             return
         self._mqtt[key] = adapter
         self._spawn(self._guard(adapter.start(), f"MQTT adapter for {stream_def.name}"))
 
-    async def _stop_mqtt(self, key: str) -> None:
+    async def _stop_mqtt(self, key: str, dropped: bool = False) -> None:
+        """Stop one stream's adapter; after a DROP its broker session is discarded too."""
         adapter = self._mqtt.pop(key, None)
         if adapter is not None:
-            await self._guard(adapter.stop(), f"stopping the MQTT adapter of {key}")
+            coro = adapter.stop(discard_session=True) if dropped else adapter.stop()
+            await self._guard(coro, f"stopping the MQTT adapter of {key}")
 
     def _start_publisher(self, st: _QueryState) -> None:
         topic = getattr(st.query.definition, "publish_topic", None)
@@ -1219,6 +1224,15 @@ class Runtime:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def held_tuples(queue: Any) -> int:
+    """Tuples a queue really holds. ``Queue.tuples`` also counts batches put while the queue had no reader
+    (they are dropped, the count is not undone), so the held items are counted instead."""
+    items = getattr(queue, "_items", None)
+    if items is None:
+        return int(queue.tuples)
+    return sum(len(it) for it in items)
 
 
 def _check_writable(d: Path) -> None:

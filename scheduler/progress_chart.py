@@ -99,7 +99,7 @@ def lower_envelope(points: Sequence[Point]) -> list[tuple[int, int, float]]:
 
 def _clean(x: float) -> float:
     """Round away binary noise (0.39999999999999997 -> 0.4) so that equal slopes compare equal."""
-    return round(x, 12) if math.isfinite(x) else x
+    return float(f"{x:.12g}") if math.isfinite(x) else x
 
 
 def chains(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Segment]:

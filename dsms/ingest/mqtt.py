@@ -772,12 +772,12 @@ class MqttPublisher:
         return queued
 
     async def stop(self, flush_timeout: float = 5.0) -> None:
-        """Give the sender up to ``flush_timeout`` seconds to empty the buffer, then disconnect; what is still
-        buffered then is counted as dropped."""
+        """Give the sender up to ``flush_timeout`` seconds to empty the buffer (reconnecting if it has to), then
+        disconnect; what is still buffered then is counted as dropped."""
         if self._task is None:
             return
         deadline = time.monotonic() + flush_timeout
-        while self._buf and self._connected and time.monotonic() < deadline and not self._task.done():
+        while self._buf and time.monotonic() < deadline and not self._task.done():
             self._wake.set()
             await asyncio.sleep(0.01)
         self._stop.set()

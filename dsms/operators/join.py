@@ -3,11 +3,12 @@
 Source: digest-004 R-PLAN-06 (one synopsis per input, hashed on the join key) and P-14 (deletes retract
 results); digest-002a section 2.15 (the positive/negative approach): Δ(L ⋈ R) = ΔL ⋈ R + L' ⋈ ΔR.
 
-The binary base hands over runs of deltas from one side at a time, in timestamp order. A run only probes the
-other side's state, which does not change during the run, so the whole run is joined at once: each side's
-state is a table of signed rows kept sorted by key code, the run's keys are located with a binary search, and
-the matching pairs are gathered with index arithmetic. A stored delete simply joins with the opposite sign,
-so the table may hold a row and its delete until it is compacted (netted) once deletes make up half of it.
+The binary base releases the deltas of both sides up to the common frontier. Applied one by one in time
+order, each delta would join the other side's state as it was then; in bulk that is: each side's deltas
+against the other side's stored state, plus every pair of new deltas from the two sides, stamped with the
+later timestamp. Each side's state is a table of signed rows kept sorted by key code; probe keys are located
+with a binary search and the matching pairs gathered with index arithmetic. A stored delete simply joins with the opposite sign,
+so the table may hold a row and its delete until it is compacted (netted) once such pairs make up half
 Equi-join columns are the key; any other predicate filters the joined rows.
 """
 
@@ -83,26 +84,48 @@ class JoinOp(BinaryOperator):
                           count=len(uniq))
         return ids[inv.reshape(-1)]
 
-    def apply_run(self, side: int, batch: Batch) -> None:
-        codes = self._codes(side, batch)
-        other = self.sides[1 - side]
-        if len(other):
-            lo = np.searchsorted(other.codes, codes, side="left")
-            hi = np.searchsorted(other.codes, codes, side="right")
-            cnt = hi - lo
-            total = int(cnt.sum())
-            if total:
-                probe = np.repeat(np.arange(len(batch)), cnt)
-                starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-                match = np.arange(total) + starts
-                mine = batch.take(probe)
-                theirs = other.rows.take(match)
-                cols = mine.cols + theirs.cols if side == 0 else theirs.cols + mine.cols
-                out = Batch(mine.ts, (mine.sign * theirs.sign).astype(np.int8), cols)
-                if self.predicate is not None:
-                    out = out.take(self.predicate(colmap(out), len(out)))
-                self.emit(out)
-        self._store(side, batch, codes)
+    def process(self, parts: list[tuple[int, Batch]]) -> None:
+        """Join everything released at once: each side's deltas against the other side's state, plus the
+        pairs of deltas from both sides, stamped with the later of the two timestamps (the one that would
+        have found the other, had they been applied one by one in time order)."""
+        got = dict(parts)
+        codes = {side: self._codes(side, b) for side, b in got.items()}
+        outs = []
+        for side, b in got.items():
+            other = self.sides[1 - side]
+            if len(other):
+                outs.append(self._pairs(side, b, codes[side], other.rows, other.codes, None))
+        if len(got) == 2:
+            rb = got[1]
+            o = np.argsort(codes[1], kind="stable")
+            outs.append(self._pairs(0, got[0], codes[0], rb.take(o), codes[1][o], later=True))
+        outs = [o for o in outs if o is not None and len(o)]
+        if outs:
+            out = outs[0] if len(outs) == 1 else concat(outs)
+            if len(outs) > 1 or len(got) == 2:         # pairs of new deltas carry the later timestamp
+                out = out.take(np.argsort(out.ts, kind="stable"))
+            if self.predicate is not None:
+                out = out.take(self.predicate(colmap(out), len(out)))
+            self.emit(out)
+        for side, b in got.items():
+            self._store(side, b, codes[side])
+
+    def _pairs(self, side: int, probe: Batch, pcodes: np.ndarray, table: Batch, tcodes: np.ndarray,
+               later: bool | None) -> Batch | None:
+        """Rows of ``probe`` joined with the rows of ``table`` (sorted by ``tcodes``) with equal key codes."""
+        lo = np.searchsorted(tcodes, pcodes, side="left")
+        hi = np.searchsorted(tcodes, pcodes, side="right")
+        cnt = hi - lo
+        total = int(cnt.sum())
+        if not total:
+            return None
+        pidx = np.repeat(np.arange(len(probe)), cnt)
+        tidx = np.arange(total) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+        mine = probe.take(pidx)
+        theirs = table.take(tidx)
+        cols = mine.cols + theirs.cols if side == 0 else theirs.cols + mine.cols
+        ts = np.maximum(mine.ts, theirs.ts) if later else mine.ts
+        return Batch(ts, (mine.sign * theirs.sign).astype(np.int8), cols)
 
     def _store(self, side: int, batch: Batch, codes: np.ndarray) -> None:
         st = self.sides[side]
@@ -115,7 +138,7 @@ class JoinOp(BinaryOperator):
             allc = np.concatenate([st.codes, codes])
             order = np.argsort(allc, kind="stable")
             st.rows, st.codes = rows.take(order), allc[order]
-        if st.negatives * 2 > len(st):
+        if st.negatives * 4 > len(st):          # deletes and the rows they cancel: half the table
             self._compact(st)
 
     @staticmethod

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from dsms.runtime import Runtime
+from dsms.runtime import Runtime, held_tuples
 from web.handlers.common import runtime
 
 
@@ -57,7 +57,7 @@ def render(rt: Runtime) -> str:
     o.metric("dsms_ingest_rate", "gauge", "Input elements per second, smoothed over the last seconds.",
              (({"input": k}, rt.rates.get(k, 0.0)) for k in inputs))
     o.metric("dsms_input_backlog_tuples", "gauge", "Input tuples not yet consumed by the engine, per input.",
-             (({"input": k}, int(s.queue.tuples)) for k, s in sorted(eng.sources.items())))
+             (({"input": k}, held_tuples(s.queue)) for k, s in sorted(eng.sources.items())))
     o.metric("dsms_queue_bytes", "gauge", "Bytes held in all engine queues.",
              [({}, sum(int(q.bytes) for q in eng.queues))])
     o.metric("dsms_queue_tuples", "gauge", "Tuples held in all engine queues.",
