@@ -168,8 +168,11 @@ class Engine:
         """Run one or more CQL statements; returns the result of each (one statement: its result alone)."""
         if not isinstance(text, str):
             raise CQLError("a statement must be a string")
-        stmts = parse(text)
-        results = [self._execute(s, text if len(stmts) == 1 else None) for s in stmts]
+        try:
+            stmts = parse(text)
+            results = [self._execute(s, text if len(stmts) == 1 else None) for s in stmts]
+        except RecursionError:
+            raise CQLError("the statement is nested too deeply to plan") from None
         return results[0] if len(results) == 1 else results
 
     def _execute(self, s, text: str | None):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from control_tables import Knob, Stat
 from dsms.batch import Batch, concat
-from dsms.operators.base import Operator, merge_by_ts
+from dsms.operators.base import NEG_INF, Operator, merge_by_ts
 from dsms.queues import Queue
 
 
@@ -22,32 +23,62 @@ def _ceil_to(x: np.ndarray, s: int) -> np.ndarray:
 
 
 class RangeWindowOp(Operator):
+    """Changing the ``range`` knob follows PIPES (digest-002b Q-3, W7 and pitfall P-5/P-7): the new size applies
+    to elements whose timestamp is at or after a future instant — the instant after everything the input has
+    already delivered — and elements before it keep the old size. Deletes are then no longer produced in
+    timestamp order, so pending deletes are merged rather than appended."""
+
     kind = "range_window"
+    range = Knob(int, default=1, ge=1, unit="ticks", doc="window size T; a change applies to elements from "
+                 "the instant after the input's frontier on (see range_from)")
+    range_from = Stat(int | None, default=None, unit="ticks",
+                      doc="first element timestamp that the current range applies to (after a change)")
+    window_rows = Stat(int, default=0, name="size", unit="tuples", doc="tuples in the window now")
 
     def __init__(self, range_: int, slide: int | None, inp: Queue, out: Queue) -> None:
         super().__init__([inp], out, f"RANGE {range_}" + (f" SLIDE {slide}" if slide else ""))
         self.range = range_
+        self._ranges: list[tuple[int, int]] = [(NEG_INF, range_)]   # (from ts, size), ascending
         self.slide = slide or 1
         self.pending_ins: list[Batch] = []     # future inserts, times ascending
         self.pending_del: list[Batch] = []     # future deletes, times ascending
-        self.size = 0                          # tuples in the window now
+
+    def on_set_range(self, old: int, new: int) -> None:
+        f = self.frontier()
+        start = (f + 1) if f > NEG_INF else NEG_INF
+        self._ranges = [r for r in self._ranges if r[0] < start] + [(start, new)]
+        self.range_from = None if start == NEG_INF else start
+        self.detail = f"RANGE {new}" + (f" SLIDE {self.slide}" if self.slide != 1 else "")
+
+    def _sizes(self, ts: np.ndarray) -> np.ndarray | int:
+        if len(self._ranges) == 1:
+            return self._ranges[0][1]
+        starts = np.array([r[0] for r in self._ranges], dtype=np.int64)
+        sizes = np.array([r[1] for r in self._ranges], dtype=np.int64)
+        return sizes[np.searchsorted(starts, ts, side="right") - 1]
 
     def on_batch(self, i: int, batch: Batch) -> None:
         ts = batch.ts
+        size = self._sizes(ts)
         if self.slide == 1:
-            ins_t, del_t = ts, ts + self.range
+            ins_t, del_t = ts, ts + size
             keep = slice(None)
             ins = Batch(ins_t, batch.sign, batch.cols)
             dele = Batch(del_t, -batch.sign, batch.cols)
         else:
             ins_t = _ceil_to(ts, self.slide)
-            del_t = _ceil_to(ts + self.range, self.slide)
+            del_t = _ceil_to(ts + size, self.slide)
             keep = ins_t < del_t
             ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
             dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])
         if len(ins):
             self.pending_ins.append(ins)
-            self.pending_del.append(dele)
+            if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
+                self.pending_del = [merge_by_ts([*self.pending_del, dele])]    # after a size change
+            elif not np.all(np.diff(dele.ts) >= 0):
+                self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
+            else:
+                self.pending_del.append(dele)
         self.on_frontier(self.frontier())
 
     def on_frontier(self, f: int) -> None:
@@ -65,7 +96,7 @@ class RangeWindowOp(Operator):
                 break
         if out:
             merged = merge_by_ts(out) if len(out) > 1 else out[0]
-            self.size += int(merged.sign.sum())
+            self.window_rows += int(merged.sign.sum())
             self.emit(merged)
 
     @property

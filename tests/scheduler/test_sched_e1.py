@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from schedsim import Simulator, e1_plan
+from schedsim import SimBatch, Simulator, e1_plan
 
 from scheduler import POLICIES, ChainPolicy
 
@@ -48,7 +48,7 @@ def test_chain_is_strategy_2():
 def test_chain_priorities_per_n_tuples(unit):
     """Chains {O1} with priority 0.8 and {O2} with 0.2, per n tuples per time unit (bytes: 8 per tuple)."""
     ops, _ = e1_plan(N)
-    ops[0].input_queues[0].put(__import__("schedsim").SimBatch(1, N, 8.0))   # a width to learn from
+    ops[0].input_queues[0].put(SimBatch(1, N, 8.0))   # a width to learn from
     p = ChainPolicy(unit=unit)
     p.plan_changed(ops)
     p.recompute()

@@ -9,7 +9,7 @@ E2 gives times per block as it reaches each operator, so O3 (one time unit for t
 from __future__ import annotations
 
 import pytest
-from schedsim import SimOp, SimQueue, Simulator, e2_plan
+from schedsim import SimBatch, SimOp, SimQueue, Simulator, e2_plan
 
 from scheduler import ChainPolicy, GreedyPolicy, Topology
 from scheduler.progress_chart import Stage, chains, lower_envelope, progress_points
@@ -35,7 +35,7 @@ def test_chain_policy_groups_o1_o2():
 def test_greedy_rates():
     ops, _ = e2_plan(N)
     for op in ops:                       # something to read, so the rates are defined
-        op.input_queues[0].put(__import__("schedsim").SimBatch(1, N, 8.0))
+        op.input_queues[0].put(SimBatch(1, N, 8.0))
     g = GreedyPolicy(unit="tuples")
     g.plan_changed(ops)
     assert [g.rate(op, op.cost_ns_per_tuple) / N for op in ops] == pytest.approx([0.0, 0.8, 0.2])
