@@ -119,6 +119,7 @@ def _open_archive(args: argparse.Namespace) -> Any:
 
 def cmd_archive(args: argparse.Namespace) -> int:
     from dsms.archive import ArchiveError
+    from dsms.errors import DsmsError
     from dsms.formats import parse_ts
     from dsms.formats.json_codec import dumps
     try:
@@ -138,8 +139,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
                 print(f"{name:24} {str(r.first_ts):>16} {str(r.last_ts):>16} {r.frames:>9} {r.bytes:>12} "
                       f"{r.segments:>8}")
             return 0
-        lo = parse_ts(args.from_ts) if args.from_ts is not None else None
-        hi = parse_ts(args.to_ts) if args.to_ts is not None else None
+        lo = _ts_arg(args.from_ts, parse_ts)
+        hi = _ts_arg(args.to_ts, parse_ts)
         inputs = [args.input.lower()] if args.input else arch.inputs()
         out = sys.stdout
         for name in inputs:
@@ -152,10 +153,20 @@ def cmd_archive(args: argparse.Namespace) -> int:
         return 0
     except BrokenPipeError:
         return 0
-    except (ArchiveError, ValueError) as e:
+    except (ArchiveError, ValueError, DsmsError) as e:
         return _fail(str(e))
     finally:
         arch.close()
+
+
+def _ts_arg(value: str | None, parse_ts: Any) -> int | None:
+    """A --from/--to value: milliseconds, or an ISO 8601 date-time."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return parse_ts(value)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

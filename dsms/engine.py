@@ -138,6 +138,9 @@ class Engine:
     def add_operator(self, op: Operator, query_id: str) -> None:
         self.registry.add(op)
         op.owners.add(query_id)
+        for syn in op.synopses:
+            syn.owners = op.owners            # a synopsis is used by whoever uses its operator
+            self.registry.add(syn)
         op.epoch = self.input_epoch
         self.ops.append(op)
 
@@ -231,8 +234,9 @@ class Engine:
             for op in self.planner.release(qid):
                 op.close()
             for op in self.ops[n_ops:]:
-                if op.id in self.registry:
-                    self.registry.remove(op.id)
+                for e in [op, *op.synopses]:
+                    if e.id in self.registry:
+                        self.registry.remove(e.id)
             self.ops = self.ops[:n_ops]
             raise
         query = Query(self, qdef, out.reader(), root)
@@ -257,7 +261,7 @@ class Engine:
         ids: list[str] = []
         for op in self.ops:
             if q.id in op.owners:
-                for x in [*op.input_queues, op, op.output]:
+                for x in [*op.input_queues, op, *op.synopses, op.output]:
                     if x.id not in ids:
                         ids.append(x.id)
         return [self.registry.get(i).get() for i in ids]
@@ -376,6 +380,8 @@ class Engine:
         for op in freed:
             op.close()
             self.registry.remove(op.id)
+            for syn in op.synopses:
+                self.registry.remove(syn.id)
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)

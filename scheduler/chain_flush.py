@@ -69,12 +69,14 @@ class ChainFlushPolicy(ChainPolicy):
         self.tail_time = tail
 
     def lookahead(self, op: SchedOperator) -> float:
-        rows = items = 0
-        for r in op.readers:
-            items += r.pending()
-            rows += r.peek_rows()
-        per_item = rows / items if items else 0.0
-        return per_item * self.tail_time.get(id(op), 0.0) * self.cost_scale + self.longest_run
+        """Clock time the oldest batch before ``op`` still needs: its rows (the queue's mean rows per item,
+        O(1), rather than a scan of the reader's items) times the chart time to the end, plus one run."""
+        rows = 0.0
+        for q, r in zip(op.input_queues, op.readers):
+            if r.pending():
+                n = len(q) if hasattr(q, "__len__") else 0
+                rows = max(rows, q.tuples / n if n else r.peek_rows() / r.pending())
+        return rows * self.tail_time.get(id(op), 0.0) * self.cost_scale + self.longest_run
 
     def pick(self, ready: Any) -> SchedOperator | None:
         if not ready:

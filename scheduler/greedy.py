@@ -23,19 +23,24 @@ class GreedyPolicy(Policy):
     name = "greedy"
 
     def rate(self, op: SchedOperator, cost: float) -> float:
-        """Memory released per unit time by the next run of ``op`` (negative when it grows memory)."""
-        freed = rows = w_in = 0.0
+        """Memory released per unit time by the next run of ``op`` (negative when it grows memory).
+
+        Inputs are weighted by their pending items (``pending()`` is O(1); rows would cost a queue scan per
+        pick), and the rate is per input tuple, so the batch size cancels out.
+        """
+        freed = items = w_in = 0.0
+        budget = self.budget(op)
         for q, r in zip(op.input_queues, op.readers):
-            n = r.peek_rows()
+            n = r.pending()
             if n:
                 w = self.width(q)
-                freed += n * w * release_share(op, r, self.topology, q, self.budget(op))
-                rows += n
+                freed += n * w * release_share(op, r, self.topology, q, budget)
                 w_in += n * w
-        if not rows:
+                items += n
+        if not items:
             return 0.0
-        w_out = 0.0 if self.topology.is_sink(op) else self.width(op.output, fallback=w_in / rows)
-        return (freed - rows * max(op.selectivity, 0.0) * w_out) / (rows * cost)
+        w_out = 0.0 if self.topology.is_sink(op) else self.width(op.output, fallback=w_in / items)
+        return (freed - items * max(op.selectivity, 0.0) * w_out) / (items * cost)
 
     def choose(self, ready: list[SchedOperator]) -> SchedOperator:
         costs = self.costs()

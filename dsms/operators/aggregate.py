@@ -17,6 +17,8 @@ from collections import Counter
 from dsms.batch import Batch, from_rows
 from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
+from synopses.base import deep_bytes
+from synopses.state import StateSynopsis
 
 SCALE = 2**1074
 
@@ -48,6 +50,8 @@ class AggregateOp(FinalInstantsOperator):
         self.arg_types = arg_types      # type of each aggregate's argument (None for COUNT(*))
         self.dtypes = dtypes
         self.groups: dict[tuple, _Group] = {}
+        self.synopses = [StateSynopsis("groups", lambda: len(self.groups),
+                                       lambda: deep_bytes(self.groups) + sum(b.nbytes for b in self.held))]
 
     @property
     def size(self) -> int:

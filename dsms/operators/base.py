@@ -44,6 +44,7 @@ class Operator(Entity):
         self.output = output
         self.frontiers = [q.last_ts if q.last_ts is not None else NEG_INF for q in inputs]
         self.epoch = 0
+        self.synopses: list = []          # the state this operator keeps, each with a control table
 
     def _frontier_stat(self) -> int | None:
         f = self.frontier()

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dsms.batch import Batch, from_rows
 from dsms.operators.base import Operator
 from dsms.queues import Queue
+from synopses.base import deep_bytes
+from synopses.state import StateSynopsis
 
 
 class DistinctOp(Operator):
@@ -18,6 +20,8 @@ class DistinctOp(Operator):
         super().__init__([inp], out)
         self.counts: dict[tuple, int] = {}
         self.dtypes = dtypes
+        self.synopses = [StateSynopsis("distinct rows", lambda: len(self.counts),
+                                       lambda: deep_bytes(self.counts))]
 
     @property
     def size(self) -> int:

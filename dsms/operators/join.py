@@ -16,33 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from control_tables import Stat
 from dsms.batch import Batch, concat
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import colmap
 from dsms.operators.binary import BinaryOperator
-from dsms.operators.rowcodes import row_codes, segments
 from dsms.queues import Queue
-
-
-class _Side:
-    """One input's state: signed rows sorted by key code."""
-
-    __slots__ = ("rows", "codes", "negatives")
-
-    def __init__(self) -> None:
-        self.rows: Batch | None = None
-        self.codes = np.empty(0, dtype=np.int64)
-        self.negatives = 0
-
-    def __len__(self) -> int:
-        return len(self.codes)
+from synopses.hash_index import HashIndexSynopsis
+from synopses.rowcodes import row_codes
 
 
 class JoinOp(BinaryOperator):
     kind = "join"
-    state_rows = Stat(int, compute="_state_rows", name="state_rows", unit="rows",
-                      doc="rows held in the two hash synopses (including deletes not yet netted)")
 
     def __init__(self, left: Queue, right: Queue, out: Queue, left_keys: tuple[int, ...],
                  right_keys: tuple[int, ...], predicate: CompiledExpr | None, dtypes: list) -> None:
@@ -53,16 +37,14 @@ class JoinOp(BinaryOperator):
         self.keys = (tuple(left_keys), tuple(right_keys))
         self.predicate = predicate
         self.dtypes = dtypes
-        self.sides = (_Side(), _Side())
+        self.sides = (HashIndexSynopsis(), HashIndexSynopsis())
+        self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
         self.int_keys = False
 
-    def _state_rows(self) -> int:
-        return len(self.sides[0]) + len(self.sides[1])
-
     @property
     def size(self) -> int:
-        return self._state_rows()
+        return len(self.sides[0]) + len(self.sides[1])
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
         """An int64 per row, equal for equal join keys across both sides."""
@@ -94,7 +76,8 @@ class JoinOp(BinaryOperator):
         for side, b in got.items():
             other = self.sides[1 - side]
             if len(other):
-                outs.append(self._pairs(side, b, codes[side], other.rows, other.codes, None))
+                table = Batch(other.ts, other.sign, other.cols)
+                outs.append(self._pairs(side, b, codes[side], table, other.codes, None))
         if len(got) == 2:
             rb = got[1]
             o = np.argsort(codes[1], kind="stable")
@@ -128,35 +111,4 @@ class JoinOp(BinaryOperator):
         return Batch(ts, (mine.sign * theirs.sign).astype(np.int8), cols)
 
     def _store(self, side: int, batch: Batch, codes: np.ndarray) -> None:
-        st = self.sides[side]
-        st.negatives += int((batch.sign < 0).sum())
-        if st.rows is None or not len(st):
-            order = np.argsort(codes, kind="stable")
-            st.rows, st.codes = batch.take(order), codes[order]
-        else:
-            rows = concat([st.rows, batch])
-            allc = np.concatenate([st.codes, codes])
-            order = np.argsort(allc, kind="stable")
-            st.rows, st.codes = rows.take(order), allc[order]
-        if st.negatives * 4 > len(st):          # deletes and the rows they cancel: half the table
-            self._compact(st)
-
-    @staticmethod
-    def _compact(st: _Side) -> None:
-        """Net each distinct row's inserts and deletes, keeping rows with a positive count."""
-        rows = st.rows
-        code = row_codes(rows.cols)
-        if code is None:
-            return
-        zeros = np.zeros(len(rows), dtype=np.int64)
-        order, starts, _ = segments(zeros, code)
-        net = np.add.reduceat(rows.sign[order].astype(np.int64), starts) if len(starts) else starts
-        first = order[starts]
-        keep = net > 0
-        idx = np.repeat(first[keep], net[keep])
-        kept_codes = st.codes[idx]
-        o = np.argsort(kept_codes, kind="stable")
-        st.rows = rows.take(idx[o])
-        st.rows.sign = np.ones(len(o), dtype=np.int8)
-        st.codes = kept_codes[o]
-        st.negatives = 0
+        self.sides[side].insert(batch.ts, batch.sign, batch.cols, codes)

@@ -12,7 +12,9 @@ import numpy as np
 
 from dsms.batch import Batch, concat, from_rows
 from dsms.operators.base import Operator
-from dsms.operators.rowcodes import row_codes, segments
+from synopses.base import deep_bytes
+from synopses.rowcodes import row_codes, segments
+from synopses.state import StateSynopsis
 
 
 class NettingOperator(Operator):
@@ -23,6 +25,14 @@ class NettingOperator(Operator):
         self.dtypes = dtypes
         self.buffer: list[Batch] = []
         self.tick_times: list[int] = []
+        self.state: dict[tuple, int] = {}
+        self.synopses = [StateSynopsis("pending instants and relation", self._held_rows, self._held_bytes)]
+
+    def _held_rows(self) -> int:
+        return sum(len(b) for b in self.buffer) + len(self.state)
+
+    def _held_bytes(self) -> int:
+        return sum(b.nbytes for b in self.buffer) + deep_bytes(self.state)
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if i == 0:
@@ -122,7 +132,6 @@ class ToStreamOp(NettingOperator):
         self.needs_rows = op == "RSTREAM"
         self.eager = eager and op == "ISTREAM"
         self.drop_all = eager and op == "DSTREAM"     # a relation that never deletes has an empty DSTREAM
-        self.state: dict[tuple, int] = {}      # RSTREAM: the whole relation
 
     @property
     def size(self) -> int:
@@ -184,7 +193,6 @@ class ChangelogOp(NettingOperator):
         super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
         self.eager = eager or final_net
         self.needs_rows = keep_state
-        self.state: dict[tuple, int] = {}
         self.last_instant: int | None = None
 
     @property

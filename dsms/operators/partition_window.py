@@ -11,6 +11,8 @@ from collections import deque
 from dsms.batch import Batch, from_rows
 from dsms.operators.base import Operator
 from dsms.queues import Queue
+from synopses.base import deep_bytes
+from synopses.state import StateSynopsis
 
 
 class PartitionWindowOp(Operator):
@@ -22,6 +24,8 @@ class PartitionWindowOp(Operator):
         self.partition = partition
         self.parts: dict[tuple, deque] = {}
         self.size = 0
+        self.synopses = [StateSynopsis("partition windows", lambda: self.size,
+                                       lambda: deep_bytes(self.parts))]
 
     def on_batch(self, i: int, batch: Batch) -> None:
         rows = batch.rows()

@@ -16,6 +16,7 @@ from control_tables import Knob, Stat
 from dsms.batch import Batch, concat
 from dsms.operators.base import NEG_INF, Operator, merge_by_ts
 from dsms.queues import Queue
+from synopses.window import WindowSynopsis
 
 
 def _ceil_to(x: np.ndarray, s: int) -> np.ndarray:
@@ -40,8 +41,10 @@ class RangeWindowOp(Operator):
         self.range = range_
         self._ranges: list[tuple[int, int]] = [(NEG_INF, range_)]   # (from ts, size), ascending
         self.slide = slide or 1
-        self.pending_ins: list[Batch] = []     # future inserts, times ascending
-        self.pending_del: list[Batch] = []     # future deletes, times ascending
+        self.store = WindowSynopsis()
+        self.synopses = [self.store]
+        self.pending_ins: list[Batch] = self.store.pending     # future inserts, times ascending
+        self.pending_del: list[Batch] = self.store.batches     # the window: future deletes, times ascending
 
     def on_set_range(self, old: int, new: int) -> None:
         f = self.frontier()
@@ -74,7 +77,7 @@ class RangeWindowOp(Operator):
         if len(ins):
             self.pending_ins.append(ins)
             if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
-                self.pending_del = [merge_by_ts([*self.pending_del, dele])]    # after a size change
+                self.pending_del[:] = [merge_by_ts([*self.pending_del, dele])]    # after a size change
             elif not np.all(np.diff(dele.ts) >= 0):
                 self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
             else:
@@ -94,10 +97,34 @@ class RangeWindowOp(Operator):
                     out.append(b.slice(0, cut))
                     pend[0] = b.slice(cut, len(b))
                 break
+        if self.store.memory is not None and self.store.over_budget():
+            out.append(self._evict_to_budget(f))
         if out:
             merged = merge_by_ts(out) if len(out) > 1 else out[0]
             self.window_rows += int(merged.sign.sum())
             self.emit(merged)
+
+    def _evict_to_budget(self, f: int) -> Batch:
+        """Delete the oldest tuples now (at the frontier) until the store fits its memory budget."""
+        per_row = self.store.row_bytes() or 1.0
+        keep = int(self.store.memory // per_row)
+        excess = max(0, sum(len(b) for b in self.pending_del) - keep)
+        gone = []
+        while excess and self.pending_del:
+            b = self.pending_del[0]
+            k = min(excess, len(b))
+            gone.append(b.slice(0, k))
+            if k == len(b):
+                self.pending_del.pop(0)
+            else:
+                self.pending_del[0] = b.slice(k, len(b))
+            excess -= k
+        evicted = concat(gone) if gone else Batch(np.empty(0, np.int64), np.empty(0, np.int8), [])
+        self.store.evicted += len(evicted)
+        if len(evicted):
+            self.store.approximate = True
+            evicted = Batch(np.full(len(evicted), max(f, 0), dtype=np.int64), evicted.sign, evicted.cols)
+        return evicted
 
     @property
     def held_bytes(self) -> int:

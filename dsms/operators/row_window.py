@@ -12,6 +12,7 @@ import numpy as np
 from dsms.batch import Batch, concat
 from dsms.operators.base import Operator
 from dsms.queues import Queue
+from synopses.window import WindowSynopsis
 
 
 class RowWindowOp(Operator):
@@ -20,12 +21,14 @@ class RowWindowOp(Operator):
     def __init__(self, rows: int, inp: Queue, out: Queue) -> None:
         super().__init__([inp], out, f"ROWS {rows}")
         self.rows = rows
-        self.buf: Batch | None = None
+        self.store = WindowSynopsis()
+        self.synopses = [self.store]
 
     def on_batch(self, i: int, batch: Batch) -> None:
         n = len(batch)
-        held = len(self.buf) if self.buf is not None else 0
-        combined = concat([self.buf, batch]) if self.buf is not None and held else batch
+        buf = self.store.batches[0] if self.store.batches else None
+        held = len(buf) if buf is not None else 0
+        combined = concat([buf, batch]) if held else batch
         evict = np.arange(held, held + n) - self.rows        # index into combined, per new element
         ok = evict >= 0
         ins = Batch(batch.ts, np.ones(n, dtype=np.int8), batch.cols)
@@ -38,10 +41,22 @@ class RowWindowOp(Operator):
             out = both.take(np.argsort(key, kind="stable"))
         else:
             out = ins
-        self.emit(out)
         start = max(0, len(combined) - self.rows)
-        self.buf = combined.slice(start, len(combined))
+        kept = combined.slice(start, len(combined))
+        self.store.batches[:] = [kept]
+        if self.store.memory is not None and self.store.over_budget():
+            # STREAM's w = floor(M / tuple size): the oldest leave early, at this batch's last instant
+            keep = int(self.store.memory // (self.store.row_bytes() or 1.0))
+            cut = max(0, len(kept) - keep)
+            if cut:
+                gone = kept.slice(0, cut)
+                self.store.batches[:] = [kept.slice(cut, len(kept))]
+                self.store.evicted += cut
+                self.store.approximate = True
+                t = np.full(cut, int(batch.ts[-1]), dtype=np.int64)
+                out = concat([out, Batch(t, -np.ones(cut, dtype=np.int8), gone.cols)])
+        self.emit(out)
 
     @property
     def size(self) -> int:
-        return len(self.buf) if self.buf is not None else 0
+        return self.store.rows()

@@ -13,6 +13,8 @@ from dsms.batch import Batch, from_rows
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.binary import BinaryOperator
 from dsms.queues import Queue
+from synopses.base import deep_bytes
+from synopses.state import StateSynopsis
 
 
 class SemiJoinOp(BinaryOperator):
@@ -28,6 +30,12 @@ class SemiJoinOp(BinaryOperator):
         self.dtypes = (left_dtypes, right_dtypes)
         self.left: dict[tuple, dict[tuple, list[int]]] = {}    # key -> row -> [multiplicity, matches]
         self.right: dict[tuple, dict[tuple, int]] = {}         # key -> row -> multiplicity
+        self.synopses = [
+            StateSynopsis("left rows", lambda: sum(len(d) for d in self.left.values()),
+                          lambda: deep_bytes(self.left)),
+            StateSynopsis("right rows", lambda: sum(len(d) for d in self.right.values()),
+                          lambda: deep_bytes(self.right)),
+        ]
 
     @property
     def kind_label(self) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dsms.batch import Batch, from_rows
 from dsms.operators.binary import BinaryOperator
 from dsms.queues import Queue
+from synopses.base import deep_bytes
+from synopses.state import StateSynopsis
 
 MULTIPLICITY = {
     ("UNION", True): lambda a, b: a + b,
@@ -30,6 +32,8 @@ class SetOpOp(BinaryOperator):
         self.passthrough = op == "UNION" and all_
         self.counts: dict[tuple, list[int]] = {}
         self.dtypes = dtypes
+        self.synopses = [StateSynopsis("row counts", lambda: len(self.counts),
+                                       lambda: deep_bytes(self.counts))]
 
     @property
     def size(self) -> int:

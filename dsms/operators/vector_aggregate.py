@@ -15,8 +15,10 @@ import numpy as np
 from control_tables import Stat
 from dsms.batch import Batch
 from dsms.operators.base import FinalInstantsOperator
-from dsms.operators.rowcodes import row_codes
 from dsms.queues import Queue
+from synopses.base import array_bytes, deep_bytes
+from synopses.rowcodes import row_codes
+from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
 
@@ -46,6 +48,12 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.key_cols: list[np.ndarray] = [np.empty(0, dtype=dtypes[i]) for i in range(len(group))]
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
+        self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
+
+    def _state_bytes(self) -> int:
+        return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes
+                + sum(a.nbytes for a in self.sums.values()) + sum(t.nbytes for t in self._int_table)
+                + sum(b.nbytes for b in self.held))
 
     def _groups_live(self) -> int:
         return int((self.count > 0).sum())

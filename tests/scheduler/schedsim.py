@@ -47,6 +47,7 @@ class SimQueue:
         self.bytes = 0.0
         self.capacity: float | None = None
         self.last_ts: float | None = None
+        self.tuples_in = 0.0                 # rows ever written, read or not (the query's results)
 
     def reader(self) -> SimReader:
         r = SimReader(self, self._base + len(self._items))
@@ -55,6 +56,7 @@ class SimQueue:
 
     def put(self, item: SimBatch) -> None:
         self.last_ts = item.ts if self.last_ts is None else max(self.last_ts, item.ts)
+        self.tuples_in += item.rows
         if not self._readers or item.rows <= 0:
             return                           # a query result, or nothing: leaves the plan
         self._items.append(item)
@@ -224,6 +226,8 @@ class Simulator:
         self.until = until
         self.now = self.arrivals[0][0] if self.arrivals else 0.0
         self.queues = list({id(q): q for op in self.ops for q in op.input_queues}.values())
+        read = {id(q) for q in self.queues}
+        self.sinks = {id(op) for op in self.ops if id(op.output) not in read}
 
     def clock(self) -> float:
         return self.now
@@ -255,7 +259,7 @@ class Simulator:
             consumed = op.run(policy.budget(op))
             self.now += op.last_duration
             policy.on_ran(op, consumed)
-            sink = not any(op.output is q for o in self.ops for q in o.input_queues)
+            sink = id(op) in self.sinks
             for ts, _rows, out in op.done:
                 if sink or out <= 0:
                     tr.latencies.append(self.now - ts)
