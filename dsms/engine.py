@@ -28,7 +28,7 @@ from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
 
-DEFAULTS: dict = {"seed": 0, "batch_budget": 64}
+DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain"}
 
 
 class Query:
@@ -118,7 +118,10 @@ class Engine:
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
         self.building_view = False
-        self.set_policy(self.system.policy)
+        if self.config["policy"] != self.system.policy:
+            self.system.set("policy", self.config["policy"])      # validated like any knob write
+        else:
+            self.set_policy(self.system.policy)
 
     # ---------------------------------------------------------------- ids and plumbing for the planner
 
@@ -283,6 +286,8 @@ class Engine:
             POLICIES = {}
         cls = POLICIES.get(name)
         self.policy = cls() if cls is not None else None
+        if self.policy is not None and hasattr(self.policy, "budget_items"):
+            self.policy.budget_items = self.config["batch_budget"]
         self._plan_changed()
 
     def _plan_changed(self) -> None:
@@ -580,18 +585,25 @@ class Engine:
     # ---------------------------------------------------------------- running
 
     def run(self, max_steps: int | None = None) -> int:
-        """Run operators until every queue is drained (or ``max_steps`` operator runs). Returns the number of
-        operator runs. Operators run in plan order, each on what is waiting for it."""
+        """Run operators until no operator has input waiting (or ``max_steps`` operator runs); returns the
+        number of runs. The scheduling policy (the system's ``policy`` knob) picks which ready operator runs
+        next; an operator whose output queue is at its ``capacity`` is not ready. Results never depend on
+        the policy: every operator is correct under any order of runs."""
         steps = 0
+        policy = self.policy
         budget = self.config["batch_budget"]
-        progress = True
-        while progress:
-            progress = False
-            for op in self.ops:
-                if op.ready():
+        ops = self.ops
+        while max_steps is None or steps < max_steps:
+            ready = [op for op in ops if op.ready() and not op.output.full()]
+            if not ready:
+                break
+            if policy is None:
+                for op in ready:
                     op.run(budget)
                     steps += 1
-                    progress = True
-                    if max_steps is not None and steps >= max_steps:
-                        return steps
+                continue
+            op = ready[0] if len(ready) == 1 else policy.pick(ready)
+            consumed = op.run(policy.budget(op))
+            policy.on_ran(op, consumed)
+            steps += 1
         return steps
