@@ -15,14 +15,13 @@ units for the look-ahead (1.0 when the clock counts the same units as the costs,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from control_tables import Knob, Stat
 
 from .base import SchedOperator, oldest_pending
 from .chain import ChainPolicy
-from .progress_chart import paths, time_to_end
 
 
 class ChainFlushPolicy(ChainPolicy):
@@ -60,23 +59,46 @@ class ChainFlushPolicy(ChainPolicy):
         return max(stamps, default=-math.inf)
 
     def recompute(self) -> None:
+        """Chain's priorities, plus each operator's processing time per input tuple until everything it
+        leads to has left the plan: its cost plus, per output tuple, that of every consumer (one processor
+        runs all branches of a fan-out)."""
         super().recompute()
-        costs, tail = self.costs(), {}
-        for path in paths(self.topology):
-            stages = self.stages(path, costs)
-            for k, (op, _) in enumerate(path):
-                tail[id(op)] = max(tail.get(id(op), 0.0), time_to_end(stages[k:]))
+        topo, costs, tail = self.topology, self.costs(), {}
+        for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
+            sel = 0.0 if topo.is_sink(op) else max(op.selectivity, 0.0)
+            tail[id(op)] = costs[id(op)] + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
         self.tail_time = tail
 
-    def lookahead(self, op: SchedOperator) -> float:
-        """Clock time the oldest batch before ``op`` still needs: its rows (the queue's mean rows per item,
-        O(1), rather than a scan of the reader's items) times the chart time to the end, plus one run."""
-        rows = 0.0
-        for q, r in zip(op.input_queues, op.readers):
-            if r.pending():
-                n = len(q) if hasattr(q, "__len__") else 0
-                rows = max(rows, q.tuples / n if n else r.peek_rows() / r.pending())
-        return rows * self.tail_time.get(id(op), 0.0) * self.cost_scale + self.longest_run
+    def backlog(self, ready: Sequence[SchedOperator]) -> list[tuple[SchedOperator, float, float, float, float]]:
+        """Per ready operator: (op, oldest ts, newest ts, work of all its pending items, work of one item),
+        work in clock units. Rows come from queue totals (O(1)) rather than a scan of the items."""
+        out = []
+        for op in ready:
+            rows = items = 0.0
+            newest = -math.inf
+            for q, r in zip(op.input_queues, op.readers):
+                n = r.pending()
+                if not n:
+                    continue
+                held = len(q) if hasattr(q, "__len__") else 0
+                rows += q.tuples * n / held if held else r.peek_rows()
+                items += n
+                last = getattr(q, "last_ts", None)
+                newest = max(newest, last if last is not None else -math.inf)
+            per_tuple = self.tail_time.get(id(op), 0.0) * self.cost_scale
+            oldest = oldest_pending(op)
+            out.append((op, oldest, max(newest, oldest), rows * per_tuple, rows / items * per_tuple if items else 0.0))
+        return out
+
+    def lookahead(self, ts: float, own: float, backlog: list) -> float:
+        """Clock time a batch stamped ``ts`` still needs under FIFO flushing: the work of every pending item
+        no newer than it (queues are in timestamp order; the share of a queue older than ``ts`` is
+        interpolated between its oldest and newest stamps), its own work ``own``, and one run in progress."""
+        work = own + self.longest_run
+        for _, old, new, total, _ in backlog:
+            if ts > old:
+                work += total * (1.0 if new <= old else min(1.0, (ts - old) / (new - old)))
+        return work
 
     def pick(self, ready: Any) -> SchedOperator | None:
         if not ready:
@@ -84,9 +106,9 @@ class ChainFlushPolicy(ChainPolicy):
         self._sync(ready)
         if self._dirty:
             self.recompute()
-        now = self.now()
-        bound = self.latency_bound
-        risky = [op for op in ready if now - oldest_pending(op) + self.lookahead(op) > bound]
+        now, bound = self.now(), self.latency_bound
+        backlog = self.backlog(ready)
+        risky = [op for op, old, _, _, own in backlog if now - old + self.lookahead(old, own, backlog) > bound]
         if risky:
             self.picks += 1
             self.flushes += 1
