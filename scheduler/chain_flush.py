@@ -25,15 +25,16 @@ from .chain import ChainPolicy
 
 
 class ChainFlushPolicy(ChainPolicy):
-    """Chain, except that a batch at risk of waiting longer than ``latency_bound`` is flushed FIFO-style.
+    """Chain, except that batches at risk of waiting longer than ``latency_bound`` are flushed FIFO-style.
 
-    A batch waiting before operator ``op`` is at risk when ``now - ts + lookahead(op) > latency_bound``, where
-    the look-ahead is the time it still needs to leave the plan (rows per waiting item times the chart time
-    from ``op`` to the end, in clock units) plus the longest single run seen (runs are not preempted). While
-    some batch is at risk, the ready operator holding the oldest at-risk batch runs (the deepest one on a
-    tie), ignoring chain priorities and the user ``priority`` knob: the bound comes first. A batch at risk
-    stays at risk until it is out (the clock only moves forward), which is the "flush until it is out" rule.
-    The bound holds when it is feasible: at least the FIFO latency of the workload.
+    At each pick the policy estimates, for every waiting batch, when it would be out under FIFO from now on:
+    its wait so far, plus the processing time of everything no newer than it, plus its own and one run in
+    progress (runs are not preempted), from the measured costs and selectivities (``tail_time``: time per
+    input tuple until everything a tuple leads to has left the plan). If any batch would exceed the bound,
+    the ready operator holding the oldest batch runs (the deepest one on a tie), until no batch is at risk;
+    chain priorities and the user ``priority`` knob wait: the bound comes first. Otherwise Chain decides.
+    The bound holds when it is feasible (at least the FIFO latency of the workload) and the estimates are
+    good; it is a target, not a guarantee, when costs drift faster than the statistics follow.
     """
 
     name = "chain_flush"
@@ -69,36 +70,42 @@ class ChainFlushPolicy(ChainPolicy):
             tail[id(op)] = costs[id(op)] + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
         self.tail_time = tail
 
-    def backlog(self, ready: Sequence[SchedOperator]) -> list[tuple[SchedOperator, float, float, float, float]]:
-        """Per ready operator: (op, oldest ts, newest ts, work of all its pending items, work of one item),
-        work in clock units. Rows come from queue totals (O(1)) rather than a scan of the items."""
+    def waiting(self, ready: Sequence[SchedOperator]) -> list[tuple[float, float]]:
+        """Every waiting batch as (timestamp, clock time to process it and all it leads to).
+
+        A reader with ``stamps()`` (timestamp and rows of each pending item) gives exact figures. Otherwise
+        all of a reader's pending rows are counted at its oldest timestamp: an over-estimate of the wait of
+        its newer items, so the bound still holds, at the price of flushing earlier than needed.
+        """
         out = []
         for op in ready:
-            rows = items = 0.0
-            newest = -math.inf
+            per_tuple = self.tail_time.get(id(op), 0.0) * self.cost_scale
             for q, r in zip(op.input_queues, op.readers):
                 n = r.pending()
                 if not n:
                     continue
+                stamps = getattr(r, "stamps", None)
+                if stamps is not None:
+                    out.extend((ts, rows * per_tuple) for ts, rows in stamps())
+                    continue
                 held = len(q) if hasattr(q, "__len__") else 0
-                rows += q.tuples * n / held if held else r.peek_rows()
-                items += n
-                last = getattr(q, "last_ts", None)
-                newest = max(newest, last if last is not None else -math.inf)
-            per_tuple = self.tail_time.get(id(op), 0.0) * self.cost_scale
-            oldest = oldest_pending(op)
-            out.append((op, oldest, max(newest, oldest), rows * per_tuple, rows / items * per_tuple if items else 0.0))
+                rows = q.tuples * n / held if held else r.peek_rows()
+                oldest = oldest_pending(op)
+                out.append((oldest, rows * per_tuple))
         return out
 
-    def lookahead(self, ts: float, own: float, backlog: list) -> float:
-        """Clock time a batch stamped ``ts`` still needs under FIFO flushing: the work of every pending item
-        no newer than it (queues are in timestamp order; the share of a queue older than ``ts`` is
-        interpolated between its oldest and newest stamps), its own work ``own``, and one run in progress."""
-        work = own + self.longest_run
-        for _, old, new, total, _ in backlog:
-            if ts > old:
-                work += total * (1.0 if new <= old else min(1.0, (ts - old) / (new - old)))
-        return work
+    def flush_target(self, now: float, waiting: list[tuple[float, float]]) -> float | None:
+        """The newest timestamp whose batch would finish later than the bound under FIFO from now on, or None.
+
+        Under FIFO a batch is out once every batch no newer than it has been processed, after the run in
+        progress: ``now - ts + (work of batches stamped <= ts) + longest run``.
+        """
+        cum, target, bound = self.longest_run, None, self.latency_bound
+        for ts, work in sorted(waiting):
+            cum += work
+            if now - ts + cum > bound:
+                target = ts
+        return target
 
     def pick(self, ready: Any) -> SchedOperator | None:
         if not ready:
@@ -106,13 +113,12 @@ class ChainFlushPolicy(ChainPolicy):
         self._sync(ready)
         if self._dirty:
             self.recompute()
-        now, bound = self.now(), self.latency_bound
-        backlog = self.backlog(ready)
-        risky = [op for op, old, _, _, own in backlog if now - old + self.lookahead(old, own, backlog) > bound]
-        if risky:
+        now = self.now()
+        target = self.flush_target(now, self.waiting(ready))
+        if target is not None:
             self.picks += 1
             self.flushes += 1
-            op = min(risky, key=self.fifo_key)
+            op = min((o for o in ready if oldest_pending(o) <= target), key=self.fifo_key)
         else:
             op = super().pick(ready)
         self._run_started = now if self.clock is not None else None

@@ -18,7 +18,6 @@ the test follows SPEC; in short:
 from __future__ import annotations
 
 import pytest
-
 from oracle.examples import cases
 from oracle.generators import Workload, compare, run_engine
 

@@ -470,7 +470,9 @@ class Binder:
                         continue
                 residual.append(p)
             names = node.names + right.names
-            node = L.Join(node, right, tuple(lkeys), tuple(rkeys), and_all(residual), names=names)
+            node = L.Join(node, right, tuple(lkeys), tuple(rkeys), None, names=names)
+            if residual:       # above the join, so that a join shared with another query stays equal
+                node = L.Filter(node, and_all(residual), names=names)
             width += rw
         if rest:
             node = L.Filter(node, and_all(rest), names=node.names)

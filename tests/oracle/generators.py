@@ -171,59 +171,43 @@ def compare(expected, actual) -> None:
 # ------------------------------------------------------------------------------------------------ input
 
 
-def _s_row(draw):
-    return {"a": draw(st.sampled_from(A_VALUES)), "b": draw(st.sampled_from(B_VALUES)),
-            "c": draw(st.sampled_from(C_VALUES))}
-
-
-def _t_row(draw):
-    return {"a": draw(st.sampled_from(A_VALUES)), "d": draw(st.sampled_from(D_VALUES))}
-
-
-def _r_row(draw):
-    return {"a": draw(st.sampled_from(A_VALUES)), "e": draw(st.sampled_from(E_VALUES))}
-
-
-def _p_row(draw):
-    return {"e": draw(st.sampled_from(E_VALUES)), "g": draw(st.sampled_from(G_VALUES))}
-
-
-_ROW = {"S": _s_row, "T": _t_row, "R": _r_row, "P": _p_row}
-
-
-def _timeline(draw, instants, max_events):
-    """Nondecreasing timestamps drawn from the workload's instants: repeats give several elements per instant,
-    instants shared between inputs make joins hit, and the spaces between instants are quiet periods."""
-    n = draw(st.integers(0, max_events))
-    return sorted(draw(st.sampled_from(instants)) for _ in range(n))
+ROWS = {
+    "S": st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "b": st.sampled_from(B_VALUES),
+                                "c": st.sampled_from(C_VALUES)}),
+    "T": st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "d": st.sampled_from(D_VALUES)}),
+    "R": st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "e": st.sampled_from(E_VALUES)}),
+    "P": st.fixed_dictionaries({"e": st.sampled_from(E_VALUES), "g": st.sampled_from(G_VALUES)}),
+}
 
 
 def _stream_actions(draw, name, instants, max_events):
-    """Push actions for one stream: its timeline cut into calls of 1..4 elements (a call may span instants)."""
-    tss = _timeline(draw, instants, max_events)
-    out, i = [], 0
-    while i < len(tss):
-        k = draw(st.integers(1, 4))
-        chunk = tss[i:i + k]
-        rows = [_ROW[name](draw) for _ in chunk]
-        out.append(("push", name, rows, list(chunk)))
-        i += k
+    """Push actions for one stream: elements at the workload's instants (repeats give several elements per
+    instant; shared instants make joins hit; the spaces between instants are quiet periods), in nondecreasing
+    ts order, cut into calls of 1..4 elements (a call may span instants)."""
+    n = draw(st.integers(0, max_events))
+    elems = draw(st.lists(st.tuples(st.sampled_from(instants), ROWS[name]), min_size=n, max_size=n))
+    elems.sort(key=lambda e: e[0])           # stable: equal timestamps keep their drawn (arrival) order
+    cuts = draw(st.lists(st.integers(1, 4), min_size=len(elems), max_size=len(elems)))
+    out, i, k = [], 0, 0
+    while i < len(elems):
+        chunk = elems[i:i + cuts[k]]
+        out.append(("push", name, [r for _, r in chunk], [t for t, _ in chunk]))
+        i += cuts[k]
+        k += 1
     return out
 
 
 def _relation_actions(draw, name, instants, max_updates):
-    """Update actions for one relation; deletes only remove rows that are present."""
-    tss = sorted(set(_timeline(draw, instants, max_updates)))
+    """Update actions for one relation at distinct instants; deletes only remove rows that are present."""
+    tss = sorted(draw(st.sets(st.sampled_from(instants), max_size=max_updates)))
     bag: list[dict] = []
     out = []
     for t in tss:
-        ins = [_ROW[name](draw) for _ in range(draw(st.integers(0, 2)))]
-        dels = []
-        if bag:
-            for _ in range(draw(st.integers(0, min(2, len(bag))))):
-                dels.append(bag.pop(draw(st.integers(0, len(bag) - 1))))
+        ins = draw(st.lists(ROWS[name], max_size=2))
+        picks = draw(st.lists(st.integers(0, 99), max_size=2))
+        dels = [bag.pop(p % len(bag)) for p in picks if bag]
         if not ins and not dels:
-            ins = [_ROW[name](draw)]
+            ins = [draw(ROWS[name])]
         bag.extend(ins)
         out.append(("update", name, ins, dels, t))
     return out
@@ -237,22 +221,24 @@ def _first_ts(action):
 def inputs(draw, max_events: int = 20, max_ts: int = 60):
     """(actions, until): input for every catalog stream and relation, interleaved across inputs in any order
     that keeps each input's timestamps nondecreasing, with occasional legal heartbeats and ``run()`` calls."""
-    instants = sorted({draw(st.integers(0, max_ts)) for _ in range(draw(st.integers(1, 14)))})
+    instants = sorted(draw(st.lists(st.integers(0, max_ts), min_size=1, max_size=14, unique=True)))
     per_input = [_stream_actions(draw, "S", instants, max_events), _stream_actions(draw, "T", instants, max_events),
                  _relation_actions(draw, "R", instants, max_events // 3),
                  _relation_actions(draw, "P", instants, max_events // 3)]
+    # the interleaving: a permutation of input tags (shrinks towards "all S, then all T, ...")
+    order = draw(st.permutations([i for i, acts in enumerate(per_input) for _ in acts]))
+    extras = draw(st.lists(st.sampled_from([None] * 8 + ["heartbeat", "run"]), min_size=len(order),
+                           max_size=len(order)))
     actions, hb = [], 0
-    while any(per_input):
-        live = [i for i, acts in enumerate(per_input) if acts]
-        if draw(st.integers(0, 9)) == 0:
+    for i, extra in zip(order, extras):
+        if extra == "heartbeat":
             # a heartbeat h promises no element below h on any input: h = the smallest pending timestamp
             h = min(_first_ts(acts[0]) for acts in per_input if acts)
             if h > hb:
                 actions.append(("heartbeat", h))
                 hb = h
-        if draw(st.integers(0, 6)) == 0:
+        elif extra == "run":
             actions.append(("run",))
-        i = draw(st.sampled_from(live))
         actions.append(per_input[i].pop(0))
     last = max([_first_ts(a) if a[0] == "update" else a[3][-1] for a in actions if a[0] in ("push", "update")],
                default=0)

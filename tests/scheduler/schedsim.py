@@ -99,6 +99,11 @@ class SimReader:
         q = self.queue
         return sum(q._items[i].rows for i in range(self.pos - q._base, len(q._items)))
 
+    def stamps(self) -> list[tuple[float, float]]:
+        """(timestamp, rows) of every pending item: lets Chain-Flush see exactly how old the backlog is."""
+        q = self.queue
+        return [(q._items[i].ts, q._items[i].rows) for i in range(self.pos - q._base, len(q._items))]
+
     def get(self) -> SimBatch | None:
         q = self.queue
         i = self.pos - q._base

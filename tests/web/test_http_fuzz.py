@@ -4,6 +4,7 @@ odd names. The server must never answer 5xx, and every refusal must be a 4xx JSO
 from __future__ import annotations
 
 import json
+import os
 from urllib.parse import quote
 
 import msgpack
@@ -14,7 +15,7 @@ from httpkit import Response, Server
 
 from web.routes import ROUTES
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=int(os.environ.get("DSMS_FUZZ_EXAMPLES", "120")), deadline=None, suppress_health_check=list(HealthCheck))
 
 def _packb(v: object) -> bytes:
     try:

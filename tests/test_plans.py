@@ -1,0 +1,115 @@
+"""Plans: sharing of identical subplans (digest-004 E7, E8, E9), DROP freeing entities, EXPLAIN, and XML plan
+files that load back into the same results."""
+
+import numpy as np
+import pytest
+
+from dsms import CQLError, Engine
+from dsms.batch import Batch
+from dsms.queues import Queue
+
+
+def feed(eng):
+    eng.push("R", [{"A": 9, "B": 1}, {"A": 5, "B": 2}], ts=[1, 2])
+    eng.push("S", [{"B": 1, "C": 7}], ts=3)
+    eng.push("T", [{"C": 7, "D": 0}], ts=4)
+    eng.heartbeat(20)
+    eng.run()
+
+
+def make():
+    eng = Engine()
+    eng.execute("REGISTER STREAM R (A INT, B INT); REGISTER STREAM S (B INT, C INT); "
+                "REGISTER STREAM T (C INT, D INT)")
+    return eng
+
+
+def test_e7_shared_join_runs_once():
+    eng = make()
+    q1 = eng.execute("SELECT * FROM R [RANGE 10], S [RANGE 10] WHERE R.B = S.B AND R.A > S.C")
+    q2 = eng.execute("SELECT R.A, T.D FROM R [RANGE 10], S [RANGE 10], T [RANGE 10] "
+                     "WHERE R.B = S.B AND S.C = T.C")
+    joins = [op for op in eng.ops if op.kind == "join"]
+    shared = [op for op in joins if op.owners == {q1.id, q2.id}]
+    assert len(shared) == 1, eng.explain(q2.id)
+    assert shared[0].output._reader_count() == 2           # one queue, two read pointers
+    feed(eng)
+    assert [(e.ts, e.row) for e in q2.drain()] == [(4, {"A": 9, "D": 0})]
+    assert len(q1.drain()) == 1
+
+
+def test_e8_window_shared_between_max_and_join():
+    eng = make()
+    eng.execute("SELECT MAX(A) FROM R [ROWS 3]")
+    eng.execute("SELECT * FROM R [ROWS 3], S [ROWS 3] WHERE R.B = S.B")
+    windows = [op for op in eng.ops if op.kind == "row_window"]
+    assert len(windows) == 2                               # one for R (shared), one for S
+    r_window = [w for w in windows if len(w.owners) == 2]
+    assert len(r_window) == 1
+    assert len([s for s in eng.registry.entities(kind="window")]) == 2   # R's window tuples stored once
+
+
+def test_e9_shared_queue_keeps_what_the_slowest_reader_has_not_read():
+    q = Queue()
+    a, b = q.reader(), q.reader()
+    for t in range(5):
+        q.put(Batch(np.array([t], np.int64), np.ones(1, np.int8), [np.array([t])]))
+    for _ in range(5):
+        a.get()
+    for _ in range(2):
+        b.get()
+    assert q.tuples == 3 and q.tuples_in == 5
+    for _ in range(3):
+        b.get()
+    assert q.tuples == 0
+
+
+def test_drop_frees_only_unshared_entities():
+    eng = make()
+    q1 = eng.execute("SELECT A, COUNT(*) FROM R [RANGE 10] GROUP BY A")
+    q2 = eng.execute("SELECT A FROM R [RANGE 10] WHERE A > 1")
+    before = len(eng.registry)
+    window = [op for op in eng.ops if op.kind == "range_window"][0]
+    assert window.owners == {q1.id, q2.id}
+    eng.execute(f"DROP QUERY {q1.id}") if q1.name else eng.drop(q1.id)
+    assert window in eng.ops and window.owners == {q2.id}
+    assert len(eng.registry) < before
+    assert all(op.owners for op in eng.ops)
+    eng.drop(q2.id)
+    assert eng.ops == []
+    assert {e.id.split(":")[0] for e in eng.registry} <= {"sys", "queue"}
+    assert len([q for q in eng.queues]) == 3                 # only the three source queues remain
+
+
+def test_explain_formats():
+    eng = make()
+    q = eng.execute("SELECT A FROM R [RANGE 10] WHERE A > 1")
+    text = eng.explain(q.id)
+    assert "range_window: RANGE 10" in text and "select" in text
+    js = eng.explain(q.id, "json")
+    assert {op["kind"] for op in js["operators"]} >= {"range_window", "select", "to_stream"}
+    assert all({"from", "to"} <= set(e) for e in js["edges"])
+    assert eng.explain(q.id, "xml").startswith("<plan")
+
+
+def test_xml_plan_roundtrip_gives_same_results():
+    eng = make()
+    q = eng.execute("SELECT B, COUNT(*) AS n, MAX(A) AS m FROM R [RANGE 5] GROUP BY B HAVING COUNT(*) >= 1")
+    q2 = eng.load_plan(eng.plan_xml(q.id), name="copy")
+    assert q2.schema == q.schema and q2.kind == q.kind
+    feed(eng)
+    assert q.drain() == q2.drain() != []
+
+
+@pytest.mark.parametrize("doc", [
+    "<plan><Nope/></plan>",
+    "not xml",
+    '<?xml version="1.0"?><!DOCTYPE plan [<!ENTITY x SYSTEM "file:///etc/passwd">]><plan>&x;</plan>',
+    "<plan><StreamScan name='s:r'/></plan>",
+])
+def test_bad_plan_xml_is_refused(doc):
+    eng = make()
+    with pytest.raises((CQLError, Exception)) as e:
+        eng.load_plan(doc)
+    assert "plan" in str(e.value).lower() or "xml" in str(e.value).lower()
+    assert eng.queries() == []
