@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -1266,11 +1267,16 @@ def _split_statements(text: str, stmts: Sequence[Any]) -> list[str]:
     pieces = []
     for i, a in enumerate(starts):
         b = starts[i + 1] if i + 1 < len(starts) else len(text)
-        piece = text[a:b].rstrip()
-        while piece.endswith(";"):
-            piece = piece[:-1].rstrip()
-        pieces.append(piece)
+        piece = text[a:b]
+        for i in range(len(piece) - 1, -1, -1):       # cut at the ';' after which only comments follow
+            if piece[i] == ";" and _BLANK.fullmatch(piece, i + 1):
+                piece = piece[:i]
+                break
+        pieces.append(piece.rstrip())
     return pieces
+
+
+_BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 
 
 def _fallback_split(text: str, n: int) -> list[str]:

@@ -33,11 +33,11 @@ def flat(items) -> list:
 
 
 async def settle(rt: Runtime) -> None:
-    """Let the pump finish what is queued (a condition, not a sleep: the engine has nothing left to run)."""
-    for _ in range(10_000):
+    """Wait (a condition, not a sleep) until the pump has run everything queued and fanned it out."""
+    for _ in range(100_000):
         await asyncio.sleep(0)
-        if rt.backlog() == 0 and not rt.engine.run(max_steps=1):
-            rt._collect()
+        if rt.backlog() == 0 and not any(op.ready() for op in rt.engine.ops) and not rt._work.is_set():
+            await asyncio.sleep(0)
             return
     raise AssertionError("engine did not settle")
 
@@ -244,8 +244,8 @@ def test_engine_slices_leave_the_loop_free(tmp_path: Path) -> None:
                 await asyncio.sleep(0)
 
         t = asyncio.create_task(ticker())
-        for b in range(200):
-            await rt.ingest("s", [{"k": i % 7, "v": float(i)} for i in range(20)], b)
+        for b in range(3000):
+            await rt.ingest("s", {"k": [i % 7 for i in range(20)], "v": [float(i) for i in range(20)]}, b)
         slices_before = rt.slices
         await settle(rt)
         done.set()

@@ -120,7 +120,7 @@ class VectorAggregateOp(FinalInstantsOperator):
     def process(self, batch: Batch) -> None:
         n = len(batch)
         gid = self._gids(batch)
-        order = np.lexsort((batch.ts, gid))          # by group, then time (stable in arrival order)
+        order = np.argsort(gid, kind="stable")     # by group; time order (and arrival order) kept within
         g_s = gid[order]
         t_s = batch.ts[order]
         sign = batch.sign[order].astype(np.int64)
