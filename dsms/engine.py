@@ -278,6 +278,20 @@ class Engine:
         """Write a knob, validated and recorded in the change history; an invalid write changes nothing."""
         self.registry.set(entity_id, attr, value)
 
+    def _leave_shared_store(self, op: Operator) -> None:
+        """A dropped window leaves its input's shared store; the store goes when its last window does."""
+        store = getattr(op, "shared_store", None)
+        if store is None:
+            return
+        store.members = [m for m in store.members if m is not op.store]
+        holders = [o for o in self.ops if getattr(o, "shared_store", None) is store and o is not op]
+        if store in op.synopses:
+            op.synopses.remove(store)
+            if holders:
+                holders[0].synopses.append(store)
+        if not holders and store.id in self.registry:
+            self.registry.remove(store.id)
+
     def set_policy(self, name: str) -> None:
         """Switch the scheduling policy (also reachable as the system's ``policy`` knob)."""
         try:
@@ -386,7 +400,10 @@ class Engine:
             op.close()
             self.registry.remove(op.id)
             for syn in op.synopses:
+                if syn is getattr(op, "shared_store", None):
+                    continue
                 self.registry.remove(syn.id)
+            self._leave_shared_store(op)
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)

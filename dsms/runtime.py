@@ -913,8 +913,8 @@ class Runtime:
             self._work.set()
 
     def run_slice(self) -> int:
-        """One engine time slice, then fan-out of what it produced. Returns operator runs done; ``k`` adapts
-        so a slice takes about ``results.slice_ms``."""
+        """One engine time slice, then fan-out of what it produced. Returns operator runs done (0: the engine
+        is idle); ``k`` adapts so a slice takes about ``results.slice_ms``."""
         t0 = time.perf_counter()
         steps = self.engine.run(max_steps=self._steps)
         dt = time.perf_counter() - t0
@@ -934,7 +934,7 @@ class Runtime:
             steps = self.engine.run(max_steps=4096)
             self.steps_total += steps
             self._collect()
-            if steps < 4096:
+            if steps == 0:
                 return
 
     async def _pump(self) -> None:
@@ -944,8 +944,9 @@ class Runtime:
             self._work.clear()
             try:
                 while True:
-                    steps = self.run_slice()
-                    if steps < self._steps:
+                    # Only a slice that did nothing proves the engine idle: fan-out after a slice can free a
+                    # full output queue and make its producer ready again.
+                    if self.run_slice() == 0:
                         break
                     await asyncio.sleep(0)
             except Exception:  # noqa: BLE001 - the engine must not take the server down; say so loudly

@@ -113,3 +113,21 @@ def test_bad_plan_xml_is_refused(doc):
         eng.load_plan(doc)
     assert "plan" in str(e.value).lower() or "xml" in str(e.value).lower()
     assert eng.queries() == []
+
+
+def test_windows_of_different_sizes_share_one_store():
+    # digest-004 R-SHR-06: windows over one stream share a store even when their specs differ
+    eng = make()
+    q1 = eng.execute("SELECT COUNT(*) FROM R [RANGE 10]")
+    q2 = eng.execute("SELECT MAX(A) FROM R [ROWS 3]")
+    (store,) = eng.registry.entities(kind="shared_store")
+    assert store.get("windows") == 2 and store.owners == {q1.id, q2.id}
+    eng.push("R", [{"A": i, "B": i} for i in range(6)], ts=list(range(6)))
+    eng.run()
+    windows = eng.registry.entities(kind="window")
+    assert store.get("size") == max(w.get("size") for w in windows) == 6
+    assert store.get("bytes") < sum(w.get("bytes") for w in windows) + 200
+    eng.drop(q1.id)
+    assert store.get("windows") == 1 and store.id in eng.registry
+    eng.drop(q2.id)
+    assert store.id not in eng.registry

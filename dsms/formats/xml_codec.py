@@ -80,13 +80,46 @@ def _tags(names: list[str]) -> list[tuple[str, str]]:
     return tags
 
 
+_XML_NONFINITE = {"nan": "NaN", "inf": "INF", "-inf": "-INF"}
+
+
+def column_text(values: list) -> list[str]:
+    """The XML text of every value of one column, column-wise like the JSON encoder.
+
+    >>> column_text(["a<b", "c"]), column_text([float("inf"), 2.0]), column_text([True])
+    (['a&lt;b', 'c'], ['INF', '2.0'], ['true'])
+    """
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return list(map(int.__repr__, values))
+    if kinds == {float}:
+        out = list(map(float.__repr__, values))
+        if any(map(_XML_NONFINITE.__contains__, out)):
+            out = [_XML_NONFINITE.get(x, x) for x in out]
+        return out
+    if kinds == {str}:
+        joined = "".join(values)
+        if not _BAD_CHARS.search(joined):
+            if "&" not in joined and "<" not in joined and ">" not in joined:
+                return values
+            return [v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for v in values]
+    return [xml_value(v) for v in values]
+
+
+_el_templates: dict[tuple[str, ...], str] = {}
+
+
 def _elements(names: list[str], ts: list[int], sign: list[int], cols: list[list]) -> bytes:
-    tags = _tags(names)
-    parts = []
-    for i, t in enumerate(ts):
-        inner = "".join(f"{o}{xml_value(c[i])}{e}" for (o, e), c in zip(tags, cols))
-        parts.append(f'<element ts="{t}" sign="{"+" if sign[i] > 0 else "-"}">{inner}</element>\n')
-    return "".join(parts).encode("utf-8")
+    key = tuple(names)
+    template = _el_templates.get(key)
+    if template is None:
+        inner = "".join(f"{o}%s{e}" for o, e in _tags(names)).replace("%s", "\0").replace("%", "%%") \
+            .replace("\0", "%s")
+        template = '<element ts="%d" sign="%s">' + inner + "</element>\n"
+        if len(_el_templates) < 4096:
+            _el_templates[key] = template
+    signs = ["+" if x > 0 else "-" for x in sign]
+    return "".join(map(template.__mod__, zip(ts, signs, *map(column_text, cols)))).encode("utf-8")
 
 
 def _head(query: str) -> bytes:

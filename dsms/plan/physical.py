@@ -31,6 +31,7 @@ from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.queues import Queue
+from synopses.shared_store import SharedWindowStore
 
 
 def dtypes_of(types) -> list:
@@ -130,10 +131,31 @@ class PhysicalPlanner:
             return inp, None
         out = self._new_queue()
         if node.wkind == "RANGE":
-            return out, RangeWindowOp(node.range, node.slide, inp, out)
-        if node.partition:
+            op = RangeWindowOp(node.range, node.slide, inp, out)
+        elif node.partition:
             return out, PartitionWindowOp(node.rows, node.partition, inp, out)
-        return out, RowWindowOp(node.rows, inp, out)
+        else:
+            op = RowWindowOp(node.rows, inp, out)
+        self._share_store(inp, op, qid)
+        return out, op
+
+    def _share_store(self, inp: Queue, op, qid: str) -> None:
+        """Windows over the same input hold views of the same arrays: group them in one shared store."""
+        others = [o for o in self.engine.ops if isinstance(o, RangeWindowOp | RowWindowOp)
+                  and o.input_queues[0] is inp and o.synopses]
+        if not others:
+            return
+        store = getattr(others[0], "shared_store", None)
+        if store is None:
+            store = SharedWindowStore()
+            store.members.append(others[0].store)
+            others[0].shared_store = store
+            others[0].synopses.append(store)
+            store.owners = set(others[0].owners)
+            self.engine.registry.add(store)
+        store.members.append(op.store)
+        store.owners |= {qid}
+        op.shared_store = store
 
     def _Filter(self, node: L.Filter, qid):
         inp = self.build(node.child, qid)
