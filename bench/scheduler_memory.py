@@ -60,53 +60,54 @@ class Workload:
     note: str
 
 
-def O(name, inputs, sel, ns_tuple, ns_batch, width=None) -> OpSpec:  # noqa: N802 - a table row, read as one
+def op(name: str, inputs: str, sel: float, ns_tuple: float, ns_batch: float, width: float | None = None) -> OpSpec:
     return OpSpec(name, tuple(inputs.split()), sel, ns_tuple, ns_batch, width)
 
 
 WORKLOADS = [
     Workload("filter_then_aggregate", {"S": 48}, [
-        O("sel_S", "S", 0.15, 40, 4_000, 48),             # cheap, selective WHERE shared by two queries
-        O("proj1", "sel_S", 1.0, 300, 3_000, 16),         # Q1: a projection to 2 columns ...
-        O("agg1", "proj1", 0.1, 900, 8_000),              # ... then GROUP BY: the result leaves
-        O("sel2", "sel_S", 0.5, 60, 4_000, 48),           # Q2: one more predicate ...
-        O("udf2", "sel2", 1.0, 2_500, 5_000),             # ... and an expensive expression
+        op("sel_S", "S", 0.15, 40, 4_000, 48),             # cheap, selective WHERE shared by two queries
+        op("proj1", "sel_S", 1.0, 300, 3_000, 16),         # Q1: a projection to 2 columns ...
+        op("agg1", "proj1", 0.1, 900, 8_000),              # ... then GROUP BY: the result leaves
+        op("sel2", "sel_S", 0.5, 60, 4_000, 48),           # Q2: one more predicate ...
+        op("udf2", "sel2", 1.0, 2_500, 5_000),             # ... and an expensive expression
     ], 0.85, "2 queries share a selective filter; expensive operators after it"),
     Workload("window_join", {"S": 40, "T": 40}, [
-        O("selS", "S", 0.3, 40, 4_000, 40),
-        O("winS", "selS", 2.0, 150, 6_000, 40),           # RANGE window: every tuple in and, later, out
-        O("winT", "T", 2.0, 150, 6_000, 40),
-        O("join", "winS winT", 0.4, 1_500, 20_000, 64),   # windowed equi-join
-        O("proj", "join", 1.0, 120, 3_000, 24),
-        O("istream", "proj", 0.5, 200, 4_000),
-    ], 0.8, "two streams, windows feeding a join (selectivity above 1 before the join)"),
+        op("selS", "S", 0.3, 40, 4_000, 40),
+        op("winS", "selS", 2.0, 150, 6_000, 40),           # RANGE window: every tuple in and, later, out
+        op("selT", "T", 0.4, 40, 4_000, 40),
+        op("winT", "selT", 2.0, 150, 6_000, 40),
+        op("join", "winS winT", 0.4, 1_500, 20_000, 64),   # windowed equi-join
+        op("proj", "join", 1.0, 120, 3_000, 24),
+        op("istream", "proj", 0.5, 200, 4_000),
+    ], 0.8, "two filtered streams, windows feeding a join (selectivity above 1 before the join)"),
     Workload("greedy_trap", {"S": 48, "T": 48}, [
-        O("winS", "S", 1.0, 250, 5_000, 48),              # ROWS window: releases nothing by itself ...
-        O("selS", "winS", 0.05, 100, 3_000, 48),          # ... but feeds a very selective filter
-        O("aggS", "selS", 0.2, 2_000, 8_000),
-        O("selT", "T", 0.6, 250, 4_000, 48),              # another query, moderately selective
-        O("projT", "selT", 1.0, 400, 4_000, 24),
-        O("outT", "projT", 1.0, 300, 3_000),
+        op("winS", "S", 1.0, 250, 5_000, 48),              # ROWS window: releases nothing by itself ...
+        op("selS", "winS", 0.05, 100, 3_000, 48),          # ... but feeds a very selective filter
+        op("aggS", "selS", 0.2, 2_000, 8_000),
+        op("selT", "T", 0.35, 250, 4_000, 48),             # another query, moderately selective
+        op("projT", "selT", 1.0, 400, 4_000, 24),
+        op("outT", "projT", 1.0, 300, 3_000),
     ], 0.9, "E2 in the large: a non-reducing operator feeding a selective one, beside a second query"),
     Workload("shared_fanout", {"S": 48}, [
-        O("selS", "S", 0.6, 40, 4_000, 48),               # shared subplan, read by three queries
-        O("q1sel", "selS", 0.02, 60, 3_000, 48),
-        O("q1agg", "q1sel", 0.5, 800, 6_000),
-        O("q2proj", "selS", 1.0, 150, 3_000, 16),
-        O("q2agg", "q2proj", 0.05, 3_000, 10_000),
-        O("q3win", "selS", 2.0, 200, 5_000, 48),
-        O("q3dist", "q3win", 0.05, 1_200, 8_000),
+        op("selS", "S", 0.6, 40, 4_000, 48),               # shared subplan, read by three queries
+        op("q1sel", "selS", 0.02, 60, 3_000, 48),
+        op("q1agg", "q1sel", 0.5, 800, 6_000),
+        op("q2proj", "selS", 1.0, 150, 3_000, 16),
+        op("q2agg", "q2proj", 0.05, 3_000, 10_000),
+        op("q3win", "selS", 2.0, 200, 5_000, 48),
+        op("q3dist", "q3win", 0.05, 1_200, 8_000),
     ], 0.95, "3 queries read one shared queue (P-12: it holds items until the slowest reader)"),
     Workload("mixed_queries", {"S": 40, "T": 56}, [
-        O("winS", "S", 2.0, 120, 5_000, 40),              # a window shared by two aggregates
-        O("aggS1", "winS", 0.05, 700, 8_000),
-        O("aggS2", "winS", 0.1, 1_100, 9_000),
-        O("selS", "S", 0.25, 40, 4_000, 40),
-        O("projS", "selS", 1.0, 250, 3_000, 16),
-        O("outS", "projS", 1.0, 200, 3_000),
-        O("selT", "T", 0.4, 50, 4_000, 56),
-        O("distT", "selT", 0.3, 900, 7_000, 56),
-        O("outT", "distT", 1.0, 150, 3_000),
+        op("winS", "S", 2.0, 120, 5_000, 40),              # a window shared by two aggregates
+        op("aggS1", "winS", 0.05, 700, 8_000),
+        op("aggS2", "winS", 0.1, 1_100, 9_000),
+        op("selS", "S", 0.25, 40, 4_000, 40),
+        op("projS", "selS", 1.0, 250, 3_000, 16),
+        op("outS", "projS", 1.0, 200, 3_000),
+        op("selT", "T", 0.4, 50, 4_000, 56),
+        op("distT", "selT", 0.3, 900, 7_000, 56),
+        op("outT", "distT", 1.0, 150, 3_000),
     ], 0.7, "5 queries over 2 streams with different selectivities and costs"),
 ]
 
@@ -169,7 +170,7 @@ def simulate(w: Workload, name: str, arr: list, seed: int, bound: float | None) 
     tr = sim.run(policy)
     assert not any(op.ready() for op in ops), "a policy left work behind"
     return {"peak": tr.peak_bytes, "avg": tr.avg_bytes(), "p99": tr.latency_quantile(0.99) / 1e6,
-            "max": max(tr.latencies, default=0.0) / 1e6, "picks": len(tr.picks), "stats": policy.stats()}
+            "max": tr.max_wait / 1e6, "picks": len(tr.picks), "stats": policy.stats()}
 
 
 def main(argv: list[str] | None = None) -> int:

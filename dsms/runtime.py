@@ -573,7 +573,12 @@ class Runtime:
             except ValueError as e:
                 raise SchemaError(f"'{stmt.name}' cannot be used as a stream or relation name: {e}") from None
         self._quiesce()
-        result = self.engine.execute(text)
+        try:
+            result = self.engine.execute(text)
+        except SchemaError as e:
+            if "already registered" in str(e):       # the engine has no distinct class for a taken name
+                raise Conflict(str(e)) from None
+            raise
         self._after_statement(result)
         self._log({"op": "cql", "cql": text})
         if isinstance(stmt, ast.RegisterStream) and stmt.source is not None and self.started:
@@ -787,6 +792,15 @@ class Runtime:
         if fut is not None:
             await fut
         return d.n
+
+    async def update_rows(self, relation: str, insert: Sequence[Mapping] = (), delete: Sequence[Mapping] = (),
+                          ts: int | None = None) -> int:
+        """``Engine.update`` through the runtime: inserts and deletes at one instant, archived first."""
+        rows = list(insert) + list(delete)
+        d = Decoded(rows=rows, n=len(rows), sign=[1] * len(insert) + [-1] * len(delete))
+        if ts is not None:
+            d.ts = np.full(len(rows), ts, dtype=np.int64)
+        return await self.update(relation, d)
 
     def _apply_relation(self, relation: str, d: Decoded, nbytes: int) -> asyncio.Future | None:
         obj = self.source(relation, "relation")

@@ -211,10 +211,12 @@ class Policy(Entity, ABC):
         return {id(op): op.cost_ns_per_tuple if op.cost_ns_per_tuple > 0 and math.isfinite(op.cost_ns_per_tuple)
                 else default for op in ops}
 
-    def fifo_key(self, op: SchedOperator) -> tuple[float, int, int]:
-        """Oldest waiting batch first, then furthest downstream, then plan order (P-15 tie-breaking)."""
+    def fifo_key(self, op: SchedOperator) -> tuple[float, int, int, int]:
+        """Oldest waiting batch first (P-15), then furthest downstream, then the reader furthest behind (on a
+        shared queue it holds the older items, and only its reads free them), then plan order."""
         t = self.topology
-        return oldest_pending(op), -t.depth.get(id(op), 0), t.order.get(id(op), 0)
+        return (oldest_pending(op), -t.depth.get(id(op), 0), -sum(r.pending() for r in op.readers),
+                t.order.get(id(op), 0))
 
 
 def drive(policy: Policy, ops: Sequence[SchedOperator], max_steps: int | None = None) -> int:

@@ -8,8 +8,9 @@ delay results during bursts; the planned fix minimises memory subject to a laten
 Units. ``latency_bound`` is in the units of the policy's clock. By default the clock is application time: the
 newest timestamp written to any queue of the plan, so the "wait" of a batch is how far its timestamp lags
 behind the newest input. A driver with a clock of its own (the simulator in ``tests/scheduler``, or an engine
-with a processing-time clock) passes ``clock=``; ``cost_scale`` converts ``cost_ns_per_tuple`` into clock
-units for the look-ahead (1.0 when the clock counts the same units as the costs, 0 to switch it off).
+with a processing-time clock) passes ``clock=``. ``cost_scale`` converts ``cost_ns_per_tuple`` into clock
+units for the look-ahead: by default 1 with a driver's clock (it counts the units the costs are measured in,
+as the simulator does) and 0 with application time, which stands still while the engine runs.
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ class ChainFlushPolicy(ChainPolicy):
     latency_bound = Knob(float, default=100.0, gt=0.0, unit="clock units",
                          doc="longest a batch may wait before it is flushed FIFO-style (application time "
                              "by default)")
-    cost_scale = Knob(float, default=1.0, ge=0.0, unit="clock units per cost unit",
-                      doc="converts cost_ns_per_tuple into clock units for the flush look-ahead (0: none)")
+    cost_scale = Knob(float | None, default=None, ge=0.0, unit="clock units per cost unit",
+                      doc="converts cost_ns_per_tuple into clock units for the look-ahead; None: 1 with a "
+                          "clock of the driver's, 0 with application time (which stands still during a run)")
+    headroom = Knob(float, default=0.05, ge=0.0, lt=1.0,
+                    doc="flush once a batch is estimated to exceed (1 - headroom) * latency_bound, a margin "
+                        "for the error of measured costs")
     flushes = Stat(int, default=0, unit="picks", doc="picks made in flush mode")
 
     def __init__(self, *, clock: Callable[[], float] | None = None, **knobs: Any) -> None:
@@ -78,15 +83,16 @@ class ChainFlushPolicy(ChainPolicy):
         its newer items, so the bound still holds, at the price of flushing earlier than needed.
         """
         out = []
+        scale = self.cost_scale if self.cost_scale is not None else (1.0 if self.clock is not None else 0.0)
         for op in ready:
-            per_tuple = self.tail_time.get(id(op), 0.0) * self.cost_scale
+            per_tuple = self.tail_time.get(id(op), 0.0) * scale
             for q, r in zip(op.input_queues, op.readers):
                 n = r.pending()
                 if not n:
                     continue
                 stamps = getattr(r, "stamps", None)
                 if stamps is not None:
-                    out.extend((ts, rows * per_tuple) for ts, rows in stamps())
+                    out += [(ts, rows * per_tuple) for ts, rows in stamps()]
                     continue
                 held = len(q) if hasattr(q, "__len__") else 0
                 rows = q.tuples * n / held if held else r.peek_rows()
@@ -100,12 +106,24 @@ class ChainFlushPolicy(ChainPolicy):
         Under FIFO a batch is out once every batch no newer than it has been processed, after the run in
         progress: ``now - ts + (work of batches stamped <= ts) + longest run``.
         """
-        cum, target, bound = self.longest_run, None, self.latency_bound
+        cum, target, bound = self.longest_run, None, self.latency_bound * (1.0 - self.headroom)
         for ts, work in sorted(waiting):
             cum += work
             if now - ts + cum > bound:
                 target = ts
         return target
+
+    def at_risk(self, now: float, ready: Sequence[SchedOperator]) -> float | None:
+        """``flush_target`` of the batches waiting before ``ready``; first a cheap upper bound (every held
+        tuple of every input, at the oldest stamp anywhere) that settles most picks without a queue scan."""
+        scale = self.cost_scale if self.cost_scale is not None else (1.0 if self.clock is not None else 0.0)
+        oldest, work = math.inf, self.longest_run
+        for op in ready:
+            oldest = min(oldest, oldest_pending(op))
+            work += sum(q.tuples for q in op.input_queues) * self.tail_time.get(id(op), 0.0) * scale
+        if now - oldest + work <= self.latency_bound * (1.0 - self.headroom):
+            return None
+        return self.flush_target(now, self.waiting(ready))
 
     def pick(self, ready: Any) -> SchedOperator | None:
         if not ready:
@@ -114,11 +132,12 @@ class ChainFlushPolicy(ChainPolicy):
         if self._dirty:
             self.recompute()
         now = self.now()
-        target = self.flush_target(now, self.waiting(ready))
+        target = self.at_risk(now, ready)
         if target is not None:
             self.picks += 1
             self.flushes += 1
-            op = min((o for o in ready if oldest_pending(o) <= target), key=self.fifo_key)
+            holders = [o for o in ready if oldest_pending(o) <= target]
+            op = min(holders or ready, key=self.fifo_key)
         else:
             op = super().pick(ready)
         self._run_started = now if self.clock is not None else None

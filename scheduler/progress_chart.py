@@ -10,8 +10,10 @@ before i), which take ``cost_i * n_{i-1}`` time to process. The chart's points a
 still held): ``p_0 = (0, w_0)`` and ``p_i = (x_{i-1} + c_i n_{i-1}, held_i + n_i w_i)``, where ``w_i`` is
 the size of one tuple in operator i's output queue (1 when counting tuples) and a sink has selectivity 0.
 
-Shared queues (P-12). An item stays queued until its slowest reader has read it, so a reader of a queue with
-``r`` readers frees, on average, only ``1/r`` of what it reads (``Stage.release``); the rest is ``held``, a
+Shared queues (P-12). An item stays queued until its slowest reader has read it, so on a queue with several
+readers one reader alone frees nothing: the chart takes all of them as one step (``Stage.group``). The step
+costs the sum of their costs, frees the queue's tuples, and produces the outputs of all readers; the outputs
+of the other readers (``Stage.side``) are left to their own paths and stay in this chart as ``held``, a
 constant offset for the remaining points, which changes no later slope.
 
 The lower envelope starts at ``p_0`` and repeatedly jumps to the later point with the steepest descent
@@ -32,24 +34,28 @@ MAX_PATHS = 4096        # plans are small; a pathological DAG is cut off here ra
 
 @dataclass(frozen=True)
 class Stage:
-    """One operator on a path: cost per input tuple, output tuples per input tuple (0 for a sink), size of
-    one output tuple, and the share of its input its reads free (``1/r`` on a queue with ``r`` readers)."""
+    """One step of a path: cost per input tuple, output tuples per input tuple on the path (0 for a sink),
+    the size of one output tuple, and for a shared queue the other readers that read it in the same step
+    (``group``) with the memory their outputs add per input tuple (``side``). A step's cost includes them."""
 
     op: Hashable
     cost: float
     selectivity: float
     width: float = 1.0
-    release: float = 1.0
+    side: float = 0.0
+    group: tuple[Hashable, ...] = ()
 
 
 @dataclass(frozen=True)
 class Segment:
-    """A segment of the lower envelope: the chain of operators it covers, its end points and its slope."""
+    """A segment of the lower envelope: the chain of operators it covers (a shared step contributes all its
+    readers), its end points and its slope."""
 
     ops: tuple[Hashable, ...]
     start: Point
     end: Point
     slope: float
+    span: tuple[int, int] = (0, 0)      # the stages it covers, stages[span[0]:span[1]]
 
 
 def progress_points(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Point]:
@@ -62,7 +68,7 @@ def progress_points(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Po
     points = [(0.0, n * w_in)]
     for s in stages:
         x += s.cost * n
-        held += n * w_in * (1.0 - s.release)
+        held += n * s.side
         n *= s.selectivity
         w_in = s.width
         points.append((x, held + n * w_in))
@@ -109,7 +115,8 @@ def chains(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Segment]:
     [(('O1', 'O2'), 0.4), (('O3',), 0.2)]
     """
     pts = progress_points(stages, leaf_width)
-    return [Segment(tuple(s.op for s in stages[a:b]), pts[a], pts[b], sl) for a, b, sl in lower_envelope(pts)]
+    return [Segment(tuple(op for s in stages[a:b] for op in (s.op, *s.group)), pts[a], pts[b], sl, (a, b))
+            for a, b, sl in lower_envelope(pts)]
 
 
 def time_to_end(stages: Sequence[Stage]) -> float:

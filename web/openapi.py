@@ -152,7 +152,7 @@ def _paths() -> dict[str, Any]:
         {"200": _json({"type": "object", "properties": {"results": {"type": "array", "items": _ref("CqlResult")}}},
                       "what each statement created or dropped"),
          "400": _err("parse/bind error: line, column, expected; statement index and what was done before"),
-         "404": _err("DROP of an unknown name"), "409": _err("DROP of something in use, or max_queries reached"),
+         "404": _err("DROP of an unknown name"), "409": _err("a name taken, a DROP of something in use, or limits.max_queries reached"),
          "413": _err("statement text over limits.statement_chars")},
         mutating=True, tag="cql",
         body={"required": True, "content": {"text/plain": {"schema": {"type": "string"}},

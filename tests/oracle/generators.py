@@ -56,6 +56,9 @@ class Workload:
         lines += [f"  {a}" for a in self.actions] + [f"  heartbeat({self.until})", ")"]
         return "\n".join(lines)
 
+    def _repr_pretty_(self, p, cycle) -> None:   # hypothesis' (IPython-style) pretty printer
+        p.text(repr(self))
+
 
 def run_reference(w: Workload, dense: bool = False, info: dict | None = None):
     """The oracle's result for a workload: [(ts, sign, row)] for every instant below ``w.until``.
@@ -707,3 +710,54 @@ def workloads(draw, family: str = "any", max_events: int = 20, max_ts: int = 60)
     setup, query = draw(queries(family))
     actions, until = draw(inputs(max_events=max_events, max_ts=max_ts))
     return Workload(CATALOG + tuple(setup), query, actions, until)
+
+
+# ------------------------------------------------------------------------------------------------ reduction
+
+
+def mismatch(w: Workload) -> bool:
+    """True when the engine and the reference disagree on ``w`` (an invalid or ambiguous workload is False)."""
+    from oracle.reference import Ambiguous
+
+    try:
+        expected = run_reference(w)
+    except (Ambiguous, Exception):
+        return False
+    try:
+        return diff(expected, run_engine(w)) is not None
+    except Exception:
+        return True
+
+
+def minimize(w: Workload, fails=mismatch) -> Workload:
+    """Greedy reduction of a failing workload (hypothesis' shrinker can be slow on these): drop whole actions,
+    then single rows, then lower the final heartbeat, while ``fails`` stays true. For bug reports."""
+
+    def variants(w):
+        acts = list(w.actions)
+        for i in range(len(acts)):
+            yield Workload(w.statements, w.query, tuple(acts[:i] + acts[i + 1:]), w.until)
+        for i, a in enumerate(acts):
+            if a[0] == "push" and len(a[2]) > 1:
+                for j in range(len(a[2])):
+                    b = ("push", a[1], a[2][:j] + a[2][j + 1:], a[3][:j] + a[3][j + 1:])
+                    yield Workload(w.statements, w.query, tuple(acts[:i] + [b] + acts[i + 1:]), w.until)
+            if a[0] == "update":
+                for k in (2, 3):
+                    for j in range(len(a[k])):
+                        b = list(a)
+                        b[k] = a[k][:j] + a[k][j + 1:]
+                        yield Workload(w.statements, w.query, tuple(acts[:i] + [tuple(b)] + acts[i + 1:]), w.until)
+        last = max([a[4] if a[0] == "update" else max(a[3]) for a in acts if a[0] in ("push", "update")
+                    and (a[0] == "update" or a[3])], default=0)
+        for u in range(w.until - 1, last, -1):       # the engine may finalise any instant all inputs passed
+            yield Workload(w.statements, w.query, w.actions, u)
+
+    changed = True
+    while changed:
+        changed = False
+        for v in variants(w):
+            if fails(v):
+                w, changed = v, True
+                break
+    return w

@@ -141,6 +141,7 @@ class SimOp:
         self.jitter = jitter
         self.rng = random.Random(seed)
         self.last_duration = 0.0
+        self._out_ts = -math.inf
         self.done: list[tuple[float, float, float]] = []     # (ts, rows in, rows out) of the last run
         self.runs = 0
 
@@ -165,7 +166,10 @@ class SimOp:
                     sel = max(0.0, sel * (1.0 + self.rng.uniform(-self.jitter, self.jitter)))
                 out = item.rows * sel
                 dur += self.batch_cost + item.rows * self.true_cost
-                self.output.put(SimBatch(item.ts, out, self.output.width))
+                ts = item.ts
+                if len(self.readers) > 1:        # a join's output is in timestamp order, as in the engine:
+                    ts = self._out_ts = max(ts, self._out_ts)    # a result is stamped with the later input
+                self.output.put(SimBatch(ts, out, self.output.width))
                 self.done.append((item.ts, item.rows, out))
                 rows_in += item.rows
                 rows_out += out
@@ -183,12 +187,15 @@ class SimOp:
 
 @dataclass
 class Trace:
-    """What a simulation measured: total queue size at each decision point, result latencies, picks."""
+    """What a simulation measured: total queue size at each decision point, picks, result latencies (when a
+    batch's last descendant leaves the plan, minus its timestamp), and the longest wait: the largest age
+    (time minus timestamp) of any item when an operator finished with it."""
 
     times: list[float] = field(default_factory=list)
     tuples: list[float] = field(default_factory=list)
     bytes: list[float] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    max_wait: float = 0.0
     picks: list[str] = field(default_factory=list)
     ready_sets: list[frozenset[str]] = field(default_factory=list)
     end: float = 0.0
@@ -266,6 +273,7 @@ class Simulator:
             policy.on_ran(op, consumed)
             sink = id(op) in self.sinks
             for ts, _rows, out in op.done:
+                tr.max_wait = max(tr.max_wait, self.now - ts)
                 if sink or out <= 0:
                     tr.latencies.append(self.now - ts)
             if on_step is not None:

@@ -41,7 +41,7 @@ def test_baselines():
 
 @pytest.mark.parametrize(("bound", "peak"), [(8.0, 2.8), (9.0, 2.2), (10.0, 2.2)])
 def test_longest_wait_within_bound(bound, peak):
-    longest, got_peak, policy = run("chain_flush", latency_bound=bound)
+    longest, got_peak, policy = run("chain_flush", latency_bound=bound, headroom=0.0)
     assert longest <= bound
     assert got_peak == pytest.approx(peak)
     assert policy.stats()["flushes"] > 0
@@ -49,7 +49,7 @@ def test_longest_wait_within_bound(bound, peak):
 
 def test_infeasible_bound_degrades_to_fifo_latency():
     """No schedule beats FIFO's longest latency here (8); a tighter bound gives FIFO's, not worse."""
-    longest, peak, _ = run("chain_flush", latency_bound=5.0)
+    longest, peak, _ = run("chain_flush", latency_bound=5.0, headroom=0.0)
     assert longest == 8.0 and peak <= 4.0
 
 

@@ -66,14 +66,16 @@ def test_widths_count_bytes():
         [(0, 8), (1, 4), (2, 0)]
 
 
-def test_shared_queue_release_is_an_offset():
-    """P-12: a reader of a queue with 2 readers frees half of what it reads on average; the held half is a
-    constant offset afterwards, so later slopes do not change."""
-    alone = [Stage("X", 1, 1.0), Stage("A", 1, 0.5), Stage("B", 1, 0.0)]
-    shared = [Stage("X", 1, 1.0), Stage("A", 1, 0.5, release=0.5), Stage("B", 1, 0.0)]
+def test_shared_step_and_side_outputs():
+    """P-12: the readers of a shared queue are one step (its tuples are freed once all have read them); the
+    outputs of the other readers stay in this path's chart as a constant offset, which changes no later
+    slope, and the step's chain lists every reader."""
+    alone = [Stage("X", 1, 1.0), Stage("A", 1, 0.5), Stage("S", 1, 0.0)]
+    shared = [Stage("X", 1, 1.0), Stage("A", 2, 0.5, side=0.25, group=("B",)), Stage("S", 1, 0.0)]
     assert progress_points(alone) == [(0, 1), (1, 1), (2, 0.5), (2.5, 0)]
-    assert progress_points(shared) == [(0, 1), (1, 1), (2, 1.0), (2.5, 0.5)]
+    assert progress_points(shared) == [(0, 1), (1, 1), (3, 0.75), (3.5, 0.25)]
     assert slope(*progress_points(alone)[2:]) == slope(*progress_points(shared)[2:])
+    assert [c.ops for c in chains(shared)] == [("X", "A", "B", "S")]
 
 
 def test_time_to_end():

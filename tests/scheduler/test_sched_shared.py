@@ -61,20 +61,23 @@ def test_greedy_picks_the_reader_that_frees_memory():
     assert g.pick([a, b]) is b          # plan order and equal costs would say A
 
 
-def test_chain_halves_a_shared_readers_release():
-    """Path S -> X -> A: X releases nothing, A frees half of what it reads: the chain (X, A) has priority
-    0.25 per time unit (0.5 unshared), below C's 1/3, so C runs first. X joins the first of its two equal
-    chains; B is left as a chain of its own with the slope of its segment."""
-    s, u, qx, x, a, b, c = plan()
+def test_chain_takes_a_shared_queue_as_one_step():
+    """Path S -> X -> {A, B}: qx's tuples are freed once both A and B have read them, so A and B are one step
+    costing 2 per tuple: the chain (X, A, B) releases 1 tuple per 3 time units. C alone releases 1 per 2 and
+    runs first; between A and B the one behind (holding what the other has read) runs first."""
+    s, u, qx, x, a, b, c = plan(c_cost=2.0)
     s.put(SimBatch(0, 1, 8.0))
     u.put(SimBatch(0, 1, 8.0))
-    qx.put(SimBatch(0, 1, 8.0))
+    for t in range(3):
+        qx.put(SimBatch(t, 1, 8.0))
     p = ChainPolicy(unit="tuples")
     p.plan_changed([x, a, b, c])
     p.recompute()
     assert [(ch["ops"], ch["priority"]) for ch in p.stats()["chains"]] == \
-        [(["C"], pytest.approx(1 / 3)), (["X", "A"], 0.25), (["B"], 0.25)]
+        [(["C"], 0.5), (["X", "A", "B"], pytest.approx(1 / 3))]
     assert p.pick([x, a, b, c]) is c
+    a.run(1)
+    assert p.pick([x, a, b]) is b
 
 
 def test_chain_ties_go_to_the_oldest_batch():

@@ -130,7 +130,7 @@ def test_cql_errors_are_400_with_position(server: Server, uniq: str) -> None:
     r = server.post("/queries", json_body={"sql": "x"})
     assert r.status == 400
     r = server.post("/cql", json_body={"cql": f"REGISTER STREAM {uniq} (b INT)"})
-    assert r.status == 400 and "already registered" in r.json()["detail"]
+    assert r.status == 409 and "already registered" in r.json()["detail"]
 
 
 # ---------------------------------------------------------------- input formats, compared with the engine
@@ -177,7 +177,8 @@ def test_every_input_format_matches_the_engine(server: Server, uniq: str) -> Non
     feed.append((uniq, rows, ts, 200))
     expected = engine_results(ddl, queries, feed)
     for qid, exp in zip(ids, expected):
-        got = server.wait_results(qid, lambda items, n=len(exp): len(elements(items)) >= n)
+        n = len(exp)
+        got = server.wait_results(qid, lambda items, n=n: len(elements(items)) >= n)
         assert bag_by_ts(elements(got)) == bag_by_ts(exp), qid
     st = server.get(f"/streams/{uniq}").json()["stats"]
     assert st["elements_in"] == 39 and st["refused"] == 0
@@ -437,3 +438,33 @@ def test_openapi_describes_every_route_and_index_page(server: Server, uniq: str)
     assert r.status == 405 and r.json()["error"]
     r = server.get("/no/such/path")
     assert r.status == 404 and r.json()["error"] == "not found"
+
+
+def test_dropping_a_query_ends_its_result_streams(server: Server, uniq: str) -> None:
+    server.cql(f"REGISTER STREAM {uniq} (a INT); REGISTER QUERY {uniq}_q AS SELECT * FROM {uniq}")
+    rd = StreamReader(server, f"/queries/{uniq}_q/results?format=xml")
+    assert server.request("DELETE", f"/queries/{uniq}_q").status == 204
+    data = b"".join(rd.chunks(time.monotonic() + 10))
+    rd.close()
+    root = ET.fromstring(data)                      # a complete document: the stream was closed properly
+    assert root.tag == "stream" and list(root) == []
+
+
+def test_overload_maps_to_503_with_retry_after() -> None:
+    from dsms.runtime import Overloaded
+    from web.middlewares import error_response
+    r = error_response(Overloaded("backlog over the limit", retry_after=2))
+    assert r.status == 503 and r.headers["Retry-After"] == "2"
+    assert json.loads(r.body) == {"error": "overloaded", "detail": "backlog over the limit"}
+
+
+def test_a_large_body_is_decoded_off_the_loop_and_accepted(server: Server, uniq: str) -> None:
+    server.cql(f"REGISTER STREAM {uniq} (a INT, b STRING); REGISTER QUERY {uniq}_n AS "
+               f"SELECT COUNT(*) AS n FROM {uniq}")
+    rows = [{"ts": i // 100, "row": {"a": i, "b": f"value-{i}"}} for i in range(40_000)]
+    body = json.dumps(rows + [{"heartbeat": 1000}]).encode()
+    assert len(body) > 1 << 20
+    r = server.post(f"/streams/{uniq}/elements", body=body, headers={"Content-Type": "application/json"})
+    assert r.status == 200 and r.json()["accepted"] == 40_000
+    got = server.wait_results(f"{uniq}_n", lambda items: any(e["row"]["n"] == 40_000 for e in elements(items)))
+    assert elements(got)[-1]["row"] == {"n": 40_000}

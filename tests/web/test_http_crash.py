@@ -96,7 +96,8 @@ def test_kill_9_mid_stream_then_recover(make_server) -> None:
     eng.run()
     for q, name in ((qa, "agg"), (qh, "hot")):
         expected = q.drain()
-        got = srv2.wait_results(ids[name], lambda items, n=len(expected): len(elements(items)) >= n)
+        n = len(expected)
+        got = srv2.wait_results(ids[name], lambda items, n=n: len(elements(items)) >= n)
         assert bag_by_ts(elements(got)) == bag_by_ts(expected), name
     srv2.stop()
 

@@ -9,9 +9,9 @@ from urllib.parse import quote
 
 import msgpack
 import pytest
+from httpkit import Response, Server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from httpkit import Response, Server
 
 from web.routes import ROUTES
 

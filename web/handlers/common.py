@@ -1,4 +1,5 @@
-"""Helpers shared by the handlers: reading bodies and parameters, and the JSON shape of catalog objects."""
+"""Helpers shared by the handlers (SPEC section 7): reading bodies and parameters, and the JSON shape of
+catalog objects."""
 
 from __future__ import annotations
 

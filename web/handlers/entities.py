@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from dsms.errors import InputError
@@ -9,7 +11,8 @@ from dsms.formats import jsonable
 from web.handlers.common import read_json_object, runtime
 
 
-def _clean(v):
+def _clean(v: Any) -> Any:
+    """JSON-ready copy of a control table (numpy scalars, non-finite floats, odd values as text)."""
     if isinstance(v, dict):
         return {str(k): _clean(x) for k, x in v.items()}
     if isinstance(v, list | tuple | set):

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dsms.formats import decode_input
 from web.handlers.common import describe_result, describe_source, read_json_object, runtime
-from web.handlers.streams import register_text
+from web.handlers.streams import decode_body, register_text
 
 
 async def list_relations(request: web.Request) -> web.Response:
@@ -44,7 +43,7 @@ async def post_updates(request: web.Request) -> web.Response:
     rt = runtime(request)
     obj = rt.source(request.match_info["name"], "relation")
     body = await request.read()
-    decoded = decode_input(body, request.headers.get("Content-Type"), obj.columns, allow_signs=True)
+    decoded = await decode_body(body, request.headers.get("Content-Type"), obj.columns, allow_signs=True)
     n = await rt.update(obj.name, decoded, nbytes=len(body))
     inserted = n if decoded.sign is None else sum(1 for s in decoded.sign if s > 0)
     return web.json_response({"accepted": n, "inserted": inserted, "deleted": n - inserted,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -11,7 +12,7 @@ from aiohttp import web
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import InputError
-from dsms.formats import decode_input
+from dsms.formats import Decoded, decode_input
 from web.handlers.common import describe_result, describe_source, read_json_object, runtime
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -73,6 +74,18 @@ def register_text(doc: dict[str, Any], kind: str) -> str:
     return text
 
 
+THREAD_DECODE_BYTES = 256 * 1024
+
+
+async def decode_body(body: bytes, content_type: str | None, schema: list[tuple[str, str]], *,
+                      allow_signs: bool = False) -> Decoded:
+    """Decode a request body; a large one in a worker thread, so the event loop (and the engine's time
+    slices) keep running while megabytes of JSON are parsed. Decoding touches no engine state."""
+    if len(body) < THREAD_DECODE_BYTES:
+        return decode_input(body, content_type, schema, allow_signs=allow_signs)
+    return await asyncio.to_thread(decode_input, body, content_type, schema, allow_signs=allow_signs)
+
+
 async def list_streams(request: web.Request) -> web.Response:
     rt = runtime(request)
     return web.json_response({"streams": [describe_source(s, rt) for s in rt.engine.streams()]})
@@ -103,7 +116,7 @@ async def post_elements(request: web.Request) -> web.Response:
     rt = runtime(request)
     obj = rt.source(request.match_info["name"], "stream")
     body = await request.read()
-    decoded = decode_input(body, request.headers.get("Content-Type"), obj.columns)
+    decoded = await decode_body(body, request.headers.get("Content-Type"), obj.columns)
     n = await rt.ingest_decoded(obj.name, decoded, nbytes=len(body))
     return web.json_response({"accepted": n, "heartbeat": decoded.heartbeat,
                               "punctuations_ignored": decoded.punctuations})
