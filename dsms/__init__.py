@@ -2,6 +2,6 @@
 
 from dsms.batch import Element
 from dsms.engine import Engine, Query
-from dsms.errors import CQLError, DsmsError, InputError, SchemaError
+from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError
 
-__all__ = ["Engine", "Query", "Element", "CQLError", "SchemaError", "InputError", "DsmsError"]
+__all__ = ["Engine", "Query", "Element", "CQLError", "SchemaError", "InputError", "ConflictError", "DsmsError"]

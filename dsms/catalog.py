@@ -9,7 +9,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from dsms.cql import ast
-from dsms.errors import SchemaError
+from dsms.errors import ConflictError, SchemaError
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Catalog:
     def add(self, key: str, obj: StreamDef | RelationDef | QueryDef) -> None:
         k = key.lower()
         if k in self.objects:
-            raise SchemaError(f"'{key}' is already registered (as a {self._what(self.objects[k])})")
+            raise ConflictError(f"'{key}' is already registered (as a {self._what(self.objects[k])})")
         self.objects[k] = obj
 
     @staticmethod

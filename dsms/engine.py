@@ -16,8 +16,8 @@ from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.cql import ast
 from dsms.cql.parser import parse
-from dsms.errors import CQLError, InputError, SchemaError
-from dsms.expr.compile import coerce_value, numpy_dtype
+from dsms.errors import ConflictError, CQLError, InputError, SchemaError
+from dsms.expr.compile import numpy_dtype
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -27,6 +27,7 @@ from dsms.plan.physical import PhysicalPlanner
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
+from dsms.validate import check_timestamps, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain"}
 
@@ -69,6 +70,16 @@ class Query:
                 return out
             if isinstance(item, Batch):
                 out.append(item)
+
+    def drain_items(self) -> list[Batch | Heartbeat]:
+        """Results as batches with the heartbeats between them (a reader that forwards time, like the
+        server's streams, needs both)."""
+        out = []
+        while True:
+            item = self.reader.get()
+            if item is None:
+                return out
+            out.append(item)
 
     def drain(self) -> list[Element]:
         names = [c for c, _ in self.definition.columns]
@@ -216,7 +227,7 @@ class Engine:
     def _register(self, query, name: str | None, text: str | None, view: bool = False,
                   publish: str | None = None) -> Query:
         if name is not None and self.catalog.get(name) is not None:
-            raise SchemaError(f"'{name}' is already registered")
+            raise ConflictError(f"'{name}' is already registered")
         binder = Binder(self.catalog, {})
         bound = binder.bind_statement_query(query, as_view=view)
         root = bound.node if bound.kind == L.STREAM else L.Changelog(bound.node, names=bound.names)
@@ -379,7 +390,7 @@ class Engine:
                 raise SchemaError(f"'{name}' is a {src.obj.kind}, not a {kind.lower()}")
             users = [q.name or q.id for q in self.query_list.values() if key in q.definition.depends_on]
             if users:
-                raise SchemaError(f"cannot drop {src.obj.kind} '{name}': used by {', '.join(users)}")
+                raise ConflictError(f"cannot drop {src.obj.kind} '{name}': used by {', '.join(users)}")
             del self.sources[key]
             self.catalog.remove(name)
             if src.queue in self.queues:
@@ -394,7 +405,7 @@ class Engine:
             users = [o.name or o.id for o in self.query_list.values()
                      if o is not q and q.name.lower() in o.definition.depends_on]
             if users:
-                raise SchemaError(f"cannot drop '{name}': used by {', '.join(users)}")
+                raise ConflictError(f"cannot drop '{name}': used by {', '.join(users)}")
         freed = self.planner.release(q.id)
         for op in freed:
             op.close()
@@ -431,13 +442,28 @@ class Engine:
     def push(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int]) -> int:
         """Append elements to a stream, all or nothing. ``rows`` is a list of dicts, or columnar
         ``{"col": [...]}``. ``ts`` is one timestamp for all rows or one per row, never decreasing."""
+        batch = self.prepare(name, rows, ts)
+        return self.apply(name, batch) if batch is not None else 0
+
+    def prepare(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
+                ts: int | Sequence[int]) -> Batch | None:
+        """Validate and convert stream input without applying it (the server archives it in between);
+        raises InputError naming the first bad element. None when there are no rows."""
         src = self._source(name, "stream")
         cols, n = self._convert(src, rows)
         ts_arr = self._timestamps(src, ts, n)
         if n == 0:
-            return 0
-        batch = Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
-        src.frontier = int(ts_arr[-1])
+            return None
+        return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
+
+    def apply(self, name: str, batch: Batch) -> int:
+        """Append a batch made by ``prepare`` (re-checking only that time has not moved past it since)."""
+        src = self._source(name, "stream")
+        if src.frontier is not None and int(batch.ts[0]) < src.frontier:
+            raise InputError(f"timestamp {int(batch.ts[0])} is below what '{src.obj.name}' has already passed "
+                             f"({src.frontier})", index=0)
+        n = len(batch)
+        src.frontier = int(batch.ts[-1])
         src.elements_in += n
         self.input_epoch += 1
         src.queue.put(batch)
@@ -495,109 +521,20 @@ class Engine:
         return src
 
     def _timestamps(self, src: Source, ts, n: int) -> np.ndarray:
-        if isinstance(ts, bool):
-            raise InputError(f"a timestamp must be an integer, not {ts!r}")
-        if isinstance(ts, int | np.integer):
-            arr = np.full(n, int(ts), dtype=np.int64)
-        else:
-            arr = ts if isinstance(ts, np.ndarray) else None
-            if arr is None:
-                try:
-                    arr = np.asarray(list(ts))
-                except (TypeError, ValueError):
-                    raise InputError(f"ts must be an integer or a list of integers, not {ts!r}") from None
-            if arr.ndim != 1 or len(arr) != n:
-                raise InputError(f"{n} rows but {len(arr) if arr.ndim == 1 else 'a non-list of'} timestamps")
-            if arr.dtype.kind not in "iu":
-                for k, v in enumerate(arr.tolist()):
-                    if isinstance(v, bool) or not isinstance(v, int):
-                        raise InputError(f"timestamp {v!r} is not an integer", index=k)
-            arr = arr.astype(np.int64, copy=False)
-            if n > 1:
-                back = np.nonzero(np.diff(arr) < 0)[0]
-                if len(back):
-                    k = int(back[0]) + 1
-                    raise InputError(f"timestamp {int(arr[k])} goes backwards (after {int(arr[k - 1])}) on "
-                                     f"ordered input '{src.obj.name}'", index=k)
-        if n and src.frontier is not None and int(arr[0]) < src.frontier:
-            raise InputError(f"timestamp {int(arr[0])} is below what '{src.obj.name}' has already passed "
-                             f"({src.frontier})", index=0)
-        return arr
+        return check_timestamps(src.obj.name, ts, n, src.frontier)
 
     def _convert(self, src: Source, rows, offset: int = 0) -> tuple[list[np.ndarray], int]:
         """Validate and convert input rows to columns; raises InputError naming the first bad element."""
         if isinstance(rows, Mapping):
-            return self._convert_columnar(src, rows)
+            return typed_columns(src.obj.columns, cols=rows)
         if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
             raise InputError("rows must be a list of objects or a map of columns")
-        rows = list(rows)
-        n = len(rows)
-        lower = {c.lower(): j for j, c in enumerate(src.names)}
-        values: list[list] = [[None] * n for _ in src.names]
-        for k, row in enumerate(rows):
-            if not isinstance(row, Mapping):
-                raise InputError(f"expected an object with columns {', '.join(src.names)}, got {row!r}",
-                                 index=offset + k)
-            if len(row) != len(src.names):
-                extra = [c for c in row if str(c).lower() not in lower]
-                if extra:
-                    raise InputError(f"unknown column '{extra[0]}' for '{src.obj.name}' (columns: "
-                                     f"{', '.join(src.names)})", index=offset + k)
-            seen = 0
-            for c, v in row.items():
-                j = lower.get(str(c).lower())
-                if j is None:
-                    raise InputError(f"unknown column '{c}' for '{src.obj.name}' (columns: "
-                                     f"{', '.join(src.names)})", index=offset + k)
-                try:
-                    values[j][k] = coerce_value(v, src.types[j])
-                except (TypeError, ValueError) as e:
-                    raise InputError(f"column '{src.names[j]}': {e}", index=offset + k) from None
-                seen += 1
-            if seen != len(src.names):
-                missing = [src.names[j] for j in range(len(src.names))
-                           if not any(str(c).lower() == src.names[j].lower() for c in row)]
-                raise InputError(f"missing column '{missing[0]}'", index=offset + k)
-        cols = []
-        for j, dt in enumerate(src.dtypes):
-            if dt.kind == "O":
-                col = np.empty(n, dtype=object)
-                col[:] = values[j]
-            else:
-                col = np.asarray(values[j], dtype=dt) if n else np.empty(0, dtype=dt)
-            cols.append(col)
-        return cols, n
-
-    def _convert_columnar(self, src: Source, data: Mapping) -> tuple[list[np.ndarray], int]:
-        lower = {str(c).lower(): c for c in data}
-        for c in data:
-            if str(c).lower() not in {x.lower() for x in src.names}:
-                raise InputError(f"unknown column '{c}' for '{src.obj.name}'")
-        cols, n = [], None
-        for name, t, dt in zip(src.names, src.types, src.dtypes):
-            key = lower.get(name.lower())
-            if key is None:
-                raise InputError(f"missing column '{name}'")
-            vals = data[key]
-            if isinstance(vals, np.ndarray) and vals.dtype == dt and vals.ndim == 1:
-                col = vals
-            else:
-                vals = list(vals)
-                for k, v in enumerate(vals):
-                    try:
-                        vals[k] = coerce_value(v, t)
-                    except (TypeError, ValueError) as e:
-                        raise InputError(f"column '{name}': {e}", index=k) from None
-                if dt.kind == "O":
-                    col = np.empty(len(vals), dtype=object)
-                    col[:] = vals
-                else:
-                    col = np.asarray(vals, dtype=dt) if vals else np.empty(0, dtype=dt)
-            if n is not None and len(col) != n:
-                raise InputError(f"column '{name}' has {len(col)} values, others have {n}")
-            n = len(col)
-            cols.append(col)
-        return cols, n or 0
+        try:
+            return typed_columns(src.obj.columns, rows=list(rows))
+        except InputError as e:
+            if offset and e.index is not None:
+                raise InputError(str(e).split(": ", 1)[-1], index=e.index + offset) from None
+            raise
 
     # ---------------------------------------------------------------- running
 
@@ -618,6 +555,8 @@ class Engine:
                 for op in ready:
                     op.run(budget)
                     steps += 1
+                    if max_steps is not None and steps >= max_steps:
+                        break
                 continue
             op = ready[0] if len(ready) == 1 else policy.pick(ready)
             consumed = op.run(policy.budget(op))

@@ -27,6 +27,11 @@ class SchemaError(DsmsError):
     something still depends on."""
 
 
+class ConflictError(SchemaError):
+    """A name that is already registered, or a drop refused because something still reads the object (HTTP
+    409)."""
+
+
 class InputError(DsmsError):
     """Input that cannot be accepted (a missing column, a wrong type, a timestamp that goes backwards). ``index``
     is the position of the first offending element in the refused batch."""

@@ -53,7 +53,6 @@ class Queue(Entity):
         if isinstance(item, Batch):
             if len(item) == 0:
                 return
-            self.tuples += len(item)
             self.tuples_in += len(item)
             last = item.last_ts
         else:
@@ -63,6 +62,7 @@ class Queue(Entity):
         if not self._readers:
             self.last_ts = last
             return                           # nobody will ever read it
+        self.tuples += len(item)
         nb = item.nbytes
         self.bytes += nb
         self.peak_bytes = max(self.peak_bytes, self.bytes)

@@ -43,9 +43,9 @@ from dsms.config import Config, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.engine import Engine, Query
-from dsms.errors import CQLError, DsmsError, InputError, SchemaError
-from dsms.expr.compile import coerce_value, numpy_dtype
+from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError
 from dsms.formats import Decoded
+from dsms.validate import check_timestamps, typed_columns
 
 log = logging.getLogger("dsms.runtime")
 
@@ -575,10 +575,8 @@ class Runtime:
         self._quiesce()
         try:
             result = self.engine.execute(text)
-        except SchemaError as e:
-            if "already registered" in str(e):       # the engine has no distinct class for a taken name
-                raise Conflict(str(e)) from None
-            raise
+        except ConflictError as e:
+            raise Conflict(str(e)) from None
         self._after_statement(result)
         self._log({"op": "cql", "cql": text})
         if isinstance(stmt, ast.RegisterStream) and stmt.source is not None and self.started:
@@ -600,10 +598,8 @@ class Runtime:
         self._quiesce()
         try:
             dropped = self._drop_now(name, kind)
-        except SchemaError as e:
-            if "used by" in str(e):
-                raise Conflict(str(e)) from None
-            raise
+        except ConflictError as e:
+            raise Conflict(str(e)) from None
         self._log({"op": "drop", "name": name, "kind": kind})
         if key in self._mqtt:
             self._spawn(self._stop_mqtt(key, dropped=True))
@@ -742,7 +738,7 @@ class Runtime:
         self.punctuations += d.punctuations
         try:
             self._check_backlog(key)
-            cols, n = _typed_columns(obj.columns, d)
+            cols, n = typed_columns(obj.columns, d.rows, d.cols)
             src = self.engine.sources[key]
             ts = _timestamps(obj.name, d, n, src.frontier)
             if d.sign is not None and any(s != 1 for s in d.sign):
@@ -811,7 +807,7 @@ class Runtime:
         src = self.engine.sources[key]
         try:
             self._check_backlog(key)
-            cols, n = _typed_columns(obj.columns, d)
+            cols, n = typed_columns(obj.columns, d.rows, d.cols)
             ts = _timestamps(obj.name, d, n, src.frontier)
             sign = np.asarray(d.sign if d.sign is not None else [1] * n, dtype=np.int8)
             groups = _validate_updates(obj, src.contents, cols, ts, sign)
@@ -1243,12 +1239,8 @@ class Runtime:
 
 
 def held_tuples(queue: Any) -> int:
-    """Tuples a queue really holds. ``Queue.tuples`` also counts batches put while the queue had no reader
-    (they are dropped, the count is not undone), so the held items are counted instead."""
-    items = getattr(queue, "_items", None)
-    if items is None:
-        return int(queue.tuples)
-    return sum(len(it) for it in items)
+    """Tuples a queue holds (not yet read by every reader)."""
+    return int(queue.tuples)
 
 
 def _check_writable(d: Path) -> None:
@@ -1298,129 +1290,15 @@ def _fallback_split(text: str, n: int) -> list[str]:
     raise CQLError("cannot split the statements of this request; send them one at a time")
 
 
-def _typed_columns(schema: Sequence[tuple[str, str]], d: Decoded) -> tuple[list[np.ndarray], int]:
-    """Validate rows against a schema and return one typed numpy column per schema column, as the engine
-    stores them. Fast paths check whole columns at C speed; on any doubt each value goes through the engine's
-    own ``coerce_value``, so the rules and messages are the engine's."""
-    names = [c for c, _ in schema]
-    lower = {c.lower(): j for j, c in enumerate(names)}
-    if d.cols is not None:
-        data = d.cols
-        given: dict[int, Any] = {}
-        for c in data:
-            j = lower.get(str(c).lower())
-            if j is None:
-                raise InputError(f"unknown column '{c}' (columns: {', '.join(names)})", index=0)
-            given[j] = data[c]
-        for j, c in enumerate(names):
-            if j not in given:
-                raise InputError(f"missing column '{c}'", index=0)
-        raw = [given[j] for j in range(len(names))]
-        n = len(raw[0]) if raw else 0
-        for j, col in enumerate(raw):
-            if len(col) != n:
-                raise InputError(f"column '{names[j]}' has {len(col)} values, others have {n}")
-    else:
-        rows = d.rows or []
-        n = len(rows)
-        raw = [[None] * n for _ in names]
-        name_set = set(names)
-        for k, row in enumerate(rows):
-            if not isinstance(row, Mapping):
-                raise InputError(f"expected an object with columns {', '.join(names)}", index=k)
-            if row.keys() == name_set:
-                for j, c in enumerate(names):
-                    raw[j][k] = row[c]
-                continue
-            seen = set()
-            for c, v in row.items():
-                j = lower.get(str(c).lower())
-                if j is None:
-                    raise InputError(f"unknown column '{c}' (columns: {', '.join(names)})", index=k)
-                if j in seen:
-                    raise InputError(f"column '{names[j]}' given twice", index=k)
-                seen.add(j)
-                raw[j][k] = v
-            if len(seen) != len(names):
-                missing = next(names[j] for j in range(len(names)) if j not in seen)
-                raise InputError(f"missing column '{missing}'", index=k)
-    cols = [_typed_column(names[j], t, raw[j]) for j, (_, t) in enumerate(schema)]
-    return cols, n
-
-
-_INT_TYPES = (int,)
-
-
-def _typed_column(name: str, type_: str, vals: Any) -> np.ndarray:
-    t = type_.upper()
-    dt = numpy_dtype(t)
-    if isinstance(vals, np.ndarray):
-        if vals.ndim == 1 and (vals.dtype == dt or (t == "FLOAT" and vals.dtype.kind in "if") or
-                               (t in ("INT", "TIMESTAMP") and vals.dtype.kind == "i")):
-            return vals.astype(dt, copy=False)
-        vals = vals.tolist()
-    elif not isinstance(vals, list):
-        vals = list(vals)
-    if not vals:
-        return np.empty(0, dtype=dt)
-    kinds = set(map(type, vals))
-    try:
-        if t in ("INT", "TIMESTAMP") and kinds == {int}:
-            return np.asarray(vals, dtype=np.int64)
-        if t == "FLOAT" and kinds <= {float, int}:
-            return np.asarray(vals, dtype=np.float64)
-        if t == "BOOLEAN" and kinds == {bool}:
-            return np.asarray(vals, dtype=bool)
-        if t == "STRING" and kinds == {str}:
-            "\x00".join(vals).encode("utf-8")       # a lone surrogate cannot be stored or sent on
-            col = np.empty(len(vals), dtype=object)
-            col[:] = vals
-            return col
-    except (OverflowError, UnicodeEncodeError, ValueError):
-        pass
-    out = []
-    for k, v in enumerate(vals):
-        try:
-            x = coerce_value(v, t)
-            if isinstance(x, str):
-                x.encode("utf-8")
-        except (TypeError, ValueError) as e:
-            msg = str(e) if not isinstance(e, UnicodeEncodeError) else "string is not valid Unicode"
-            raise InputError(f"column '{name}': {msg}", index=k) from None
-        out.append(x)
-    if dt.kind == "O":
-        col = np.empty(len(out), dtype=object)
-        col[:] = out
-        return col
-    return np.asarray(out, dtype=dt)
-
-
 def _timestamps(name: str, d: Decoded, n: int, frontier: int | None) -> np.ndarray:
-    """Per-row int64 timestamps: given ones checked (never decreasing, not below what the input passed),
-    or the wall clock in milliseconds when none was given."""
+    """Per-row int64 timestamps: given ones checked by the engine's rules, or the wall clock in
+    milliseconds when none was given (arrival time)."""
     if d.ts is None:
         now = int(time.time() * 1000)
         if frontier is not None and now < frontier:
             now = frontier
         return np.full(n, now, dtype=np.int64)
-    ts = d.ts
-    if not isinstance(ts, np.ndarray):
-        vals = list(ts)
-        for k, v in enumerate(vals):
-            if isinstance(v, bool) or not isinstance(v, int | np.integer):
-                raise InputError(f"timestamp {v!r} is not an integer", index=k)
-        ts = np.asarray(vals, dtype=np.int64)
-    if len(ts) != n:
-        raise InputError(f"{n} rows but {len(ts)} timestamps")
-    if n > 1:
-        back = np.nonzero(np.diff(ts) < 0)[0]
-        if len(back):
-            k = int(back[0]) + 1
-            raise InputError(f"timestamp {int(ts[k])} goes backwards (after {int(ts[k - 1])}) on ordered input "
-                             f"'{name}'", index=k)
-    if n and frontier is not None and int(ts[0]) < frontier:
-        raise InputError(f"timestamp {int(ts[0])} is below what '{name}' has already passed ({frontier})", index=0)
-    return ts.astype(np.int64, copy=False)
+    return check_timestamps(name, d.ts, n, frontier)
 
 
 def _validate_updates(obj: Any, contents: Mapping[tuple, int], cols: list[np.ndarray], ts: np.ndarray,

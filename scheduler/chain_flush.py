@@ -145,5 +145,6 @@ class ChainFlushPolicy(ChainPolicy):
 
     def on_ran(self, op: SchedOperator, consumed: int) -> None:
         super().on_ran(op, consumed)
-        if self._run_started is not None:
+        if self._run_started is not None and self.clock is not None:      # a run this policy picked
             self.longest_run = max(self.longest_run, self.clock() - self._run_started)
+        self._run_started = None
