@@ -33,19 +33,21 @@ class HashIndexSynopsis(Synopsis):
         return rows_bytes(self.ts, self.sign, self.cols or []) + self.codes.nbytes
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
-        """Add signed rows (inserts and deletes) with their key codes."""
+        """Add signed rows (inserts and deletes) with their key codes, merged into key order."""
         self.negatives += int((sign < 0).sum())
+        order = np.argsort(codes, kind="stable")
+        ts, sign, codes = ts[order], sign[order], codes[order]
+        cols = [c[order] for c in cols]
         if self.cols is None or not len(self.codes):
-            allts, allsign, allcols, allc = ts, sign, cols, codes
+            self.ts, self.sign, self.cols, self.codes = ts, sign, cols, codes
         else:
-            allts = np.concatenate([self.ts, ts])
-            allsign = np.concatenate([self.sign, sign])
-            allcols = [np.concatenate([a, b]) for a, b in zip(self.cols, cols)]
-            allc = np.concatenate([self.codes, codes])
-        order = np.argsort(allc, kind="stable")
-        self.ts, self.sign, self.codes = allts[order], allsign[order], allc[order]
-        self.cols = [c[order] for c in allcols]
-        if self.negatives * 4 > len(self.codes):
+            # merge two sorted runs: where each new row goes among the old ones (after equal keys)
+            at = np.searchsorted(self.codes, codes, side="right")
+            self.ts = np.insert(self.ts, at, ts)
+            self.sign = np.insert(self.sign, at, sign)
+            self.codes = np.insert(self.codes, at, codes)
+            self.cols = [_insert(a, at, b) for a, b in zip(self.cols, cols)]
+        if self.negatives > 64 and self.negatives * 4 > len(self.codes):
             self.compact()
 
     def probe(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,3 +79,15 @@ class HashIndexSynopsis(Synopsis):
         self.sign = np.ones(len(idx), dtype=np.int8)
         self.cols = [c[idx] for c in self.cols]
         self.negatives = 0
+
+
+def _insert(a: np.ndarray, at: np.ndarray, values: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "O":            # np.insert would try to unpack sequences held in object arrays
+        out = np.empty(len(a) + len(values), dtype=object)
+        pos = at + np.arange(len(at))
+        mask = np.ones(len(out), dtype=bool)
+        mask[pos] = False
+        out[pos] = values
+        out[mask] = a
+        return out
+    return np.insert(a, at, values)
