@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, reject, settings
-
 from oracle.generators import Workload, diff, minimize, run_engine, run_reference, workloads
 from oracle.reference import Ambiguous
 

@@ -325,7 +325,7 @@ def str_expr(draw, env, depth=2):
 
 def pred(draw, env, depth=2):
     """A boolean expression over env."""
-    ints, strs, floats = _cols(env, "INT"), _cols(env, "STRING"), _cols(env, "FLOAT")
+    strs, floats = _cols(env, "STRING"), _cols(env, "FLOAT")
     options = ["cmp_int", "cmp_int"] + (["cmp_str", "like"] if strs else []) + (["cmp_float"] if floats else [])
     options += ["in", "between"]
     if depth > 0:
@@ -681,7 +681,7 @@ def subquery_queries(draw):
         f"X.b = (SELECT MAX({y_num}) FROM {i2} WHERE Y.a = X.a)",
         f"X.b >= ALL (SELECT {y_num} FROM {i2})",
         f"X.b < ANY (SELECT {y_num} FROM {i2} WHERE Y.a <> X.a)",
-        f"X.a = ANY (SELECT R.a FROM R)",
+        "X.a = ANY (SELECT R.a FROM R)",
         f"X.b > (SELECT COUNT(*) FROM {i2})",
     ]))
     if draw(st.integers(0, 3)) == 0:

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
 
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from dsms.cql.parser import parse_query
+from dsms.errors import InputError, SchemaError
 from oracle.examples import cases
-from oracle.generators import Workload, compare, run_reference
-from oracle.reference import Reference
+from oracle.generators import CATALOG, Workload, compare, diff, run_reference, workloads
+from oracle.reference import Ambiguous, Reference
 
 
 @pytest.mark.parametrize("ex,check", [(e, c) for _, e, c in cases()], ids=[i for i, _, _ in cases()])
@@ -27,15 +32,6 @@ def test_worked_example_dense(ex, check):
 
 
 # ------------------------------------------------------------------------------------------------ unit checks
-
-import dataclasses  # noqa: E402
-
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-
-from dsms.cql.parser import parse_query  # noqa: E402
-from dsms.errors import InputError, SchemaError  # noqa: E402
-from oracle.generators import CATALOG, diff, workloads  # noqa: E402
-from oracle.reference import Ambiguous  # noqa: E402
 
 
 def _ref(*stmts):

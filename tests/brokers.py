@@ -1,4 +1,5 @@
-"""A real mosquitto broker for the MQTT tests (SPEC section 1: input arrives over MQTT).
+"""A real mosquitto broker for the MQTT tests (SPEC section 1: input arrives over MQTT); the fixtures are
+re-exported by tests/conftest.py for every test directory.
 
 The broker listens on a free port on 127.0.0.1, with a generated config file (anonymous access, persistence off
 unless a test asks for it). It can be stopped and started again on the same port, which is how the tests break
