@@ -46,9 +46,8 @@ def test_mqtt_in_http_out_and_publish_to_mqtt(tmp_path, mosquitto):
             async with aiomqtt.Client("127.0.0.1", mosquitto.port) as c:
                 await c.subscribe("alerts/hot", qos=1)
                 async with aiomqtt.Client("127.0.0.1", mosquitto.port) as p:
-                    # the server subscribes asynchronously: wait until a probe message is seen in results
                     readings = [{"sensor": f"s{i % 3}", "celsius": 20.0 + 3 * i, "ts": 10 * i} for i in range(8)]
-                    for i, r in enumerate(readings):
+                    for r in readings:
                         await p.publish(f"sensors/{r['sensor']}/temp", json.dumps(r), qos=1)
                 deadline = time.monotonic() + 20
                 async for msg in c.messages:
