@@ -120,6 +120,9 @@ class AggregateOp(FinalInstantsOperator):
         def flush(t):
             for key, old in before.items():
                 g = groups.get(key)
+                if g is not None and g.count == 0:
+                    del groups[key]            # only at the end of the instant: counts may dip inside it
+                    g = None
                 new = self._row(key, g) if g is not None else None
                 if old == new:
                     continue
@@ -146,8 +149,6 @@ class AggregateOp(FinalInstantsOperator):
                 g = groups[key] = _Group(nagg)
             g.count += s
             self._update(g, row, s)
-            if g.count == 0:
-                del groups[key]
         if before:
             flush(cur_t)
         if out_rows:
