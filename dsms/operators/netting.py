@@ -17,6 +17,30 @@ from synopses.rowcodes import row_codes, segments
 from synopses.state import StateSynopsis
 
 
+def cancel_adjacent(batch: Batch) -> Batch:
+    """Drop each delete immediately followed by an insert of the same row at the same instant.
+
+    Above an aggregate every changed group emits its old row and then its new row; a projection that drops
+    the columns that changed (``SELECT g, AVG(x) .. HAVING COUNT(*) > 1``) makes the two equal, and an equal
+    pair is no change at all (SPEC section 3)."""
+    n = len(batch)
+    if n < 2:
+        return batch
+    pair = (batch.sign[:-1] < 0) & (batch.sign[1:] > 0) & (batch.ts[:-1] == batch.ts[1:])
+    for c in batch.cols:
+        if not pair.any():
+            return batch
+        pair &= c[:-1] == c[1:]
+    if not pair.any():
+        return batch
+    drop = np.zeros(n, dtype=bool)
+    idx = np.nonzero(pair)[0]
+    # pairs cannot overlap (a pair starts with a delete and ends with an insert)
+    drop[idx] = True
+    drop[idx + 1] = True
+    return batch.take(~drop)
+
+
 class NettingOperator(Operator):
     """Buffers deltas per instant; ``emit_instant`` receives each final instant's net changes in order."""
 
@@ -139,6 +163,7 @@ class ToStreamOp(NettingOperator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.final_net and i == 0:
+            batch = cancel_adjacent(batch)
             keep = batch.sign > 0 if self.op == "ISTREAM" else batch.sign < 0
             out = batch.take(keep)
             out.sign = np.ones(len(out), dtype=np.int8)
@@ -201,6 +226,9 @@ class ChangelogOp(NettingOperator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
+            batch = cancel_adjacent(batch)
+            if not len(batch):
+                return
             if self.needs_rows:
                 for s, row in zip(batch.sign.tolist(), batch.rows()):
                     c = self.state.get(row, 0) + s
