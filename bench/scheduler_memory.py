@@ -1,20 +1,25 @@
 """Scheduler memory benchmark: peak and average queue bytes and p99 latency of every policy on bursty input.
 
-    python3 bench/scheduler_memory.py [--batches N] [--seed S] [--bound-factor F] [--json PATH]
+    python3 bench/scheduler_memory.py [--driver engine|sim] [--batches N] [--seed S] [--bound-factor F]
+                                      [--json PATH]
 
 Source: digest-004 section 2.G (R-SCH-02: the objective is the peak total queue size during bursts; R-SCH-05:
 Chain's latency cost) and BBDM03 section 5 (its experiments: bursty on/off input, plans whose operators differ
 in selectivity and cost, several queries sharing subplans). SPEC section 11: ratios within one run.
 
-Driver. ``Engine.run()`` does not take a policy yet (``Engine(config={"policy": ...})`` is refused), so this
-runs the deterministic simulator of ``tests/scheduler/schedsim.py``: toy operators with the engine's queue
-semantics (a shared queue holds an item until its slowest reader has read it), per-batch plus per-tuple costs
-in simulated nanoseconds of the order the engine measures (``bench/engine_throughput.py``, the operators'
-``cost_ns_per_tuple``), selectivities drawn per batch around their mean, and statistics learned as the engine
-does (EWMA, alpha 0.2): the policies see measured, not true, values. Each workload is fed by on/off sources
-(exponential on and off periods, on 30% of the time, so the peak rate is 2.3-3.2x the capacity) at a mean
-utilisation of 70-95%. Chain-Flush's bound is ``--bound-factor`` times FIFO's longest latency on the same
-input (a feasible bound), in simulated time.
+Input. Each workload is fed by on/off sources (exponential on and off periods, on 30% of the time, so the
+peak rate is 2.3-3.2x the capacity) at a mean utilisation of 70-95%. Chain-Flush's bound is
+``--bound-factor`` times FIFO's longest latency on the same input (a feasible bound).
+
+Drivers.
+  engine (default): the real engine, ``Engine(config={"policy": name, "batch_budget": 2})``, one operator
+      run at a time (``run(max_steps=1)``) under a simulated clock that each run advances by its measured
+      CPU time; arrivals are pushed when the clock passes them, timestamps are microseconds, a silent
+      source sends heartbeats. Each workload is the CQL in ``Workload.queries``; the engine shares their
+      common subplans. Timings are measured, so figures vary from run to run.
+  sim: the deterministic simulator of ``tests/scheduler/schedsim.py`` on ``Workload.ops``: the same shapes
+      with per-batch plus per-tuple costs of the order the engine measures, selectivities drawn per batch,
+      statistics learned as the engine does (EWMA, alpha 0.2).
 """
 
 from __future__ import annotations
@@ -201,7 +206,9 @@ def sim_gap(w: Workload, batch_rows: int) -> float:
 # ------------------------------------------------------------------------------------------- engine driver
 
 COLUMNS = "a INT, b FLOAT, c INT, d INT, e FLOAT"
-HEARTBEAT_NS = 100_000          # a source that falls silent sends a heartbeat 100 us after its last batch
+BUDGET = 2                      # input items per operator run: one from each input of a join
+HEARTBEAT_NS = 100_000          # a source that falls silent sends a heartbeat 100 us after its last batch,
+HEARTBEAT_EVERY_NS = 1_000_000  # then one every millisecond
 
 
 class EngineRun:
@@ -210,7 +217,7 @@ class EngineRun:
 
     def __init__(self, w: Workload, policy: str, batch_rows: int, seed: int) -> None:
         from dsms import Engine
-        self.eng = Engine({"policy": policy, "batch_budget": 1})
+        self.eng = Engine({"policy": policy, "batch_budget": BUDGET})
         for src in w.sources:
             self.eng.execute(f"REGISTER STREAM {src} ({COLUMNS})")
         self.queries = [self.eng.execute(q) for q in w.queries]
@@ -223,14 +230,17 @@ class EngineRun:
         self.last_ts = dict.fromkeys(w.sources, 0)
         self.now = 0.0
         self.ran_ns = 0
+        self.busy = 0
         for o in self.eng.ops:
             o.run = self._timed(o.run)
 
     def _timed(self, run):
         def timed(budget: int) -> int:
-            t0 = time.perf_counter_ns()
+            t0 = time.thread_time_ns()     # CPU time: other processes on the machine do not count
             done = run(budget)
-            self.ran_ns = time.perf_counter_ns() - t0
+            self.ran_ns = time.thread_time_ns() - t0
+            self.now += self.ran_ns         # before the engine calls policy.on_ran, which reads the clock
+            self.busy += self.ran_ns
             return done
         return timed
 
@@ -248,32 +258,37 @@ class EngineRun:
 
     def step(self) -> bool:
         self.ran_ns = 0
-        ran = self.eng.run(max_steps=1)
-        self.now += self.ran_ns
-        return bool(ran)
+        return bool(self.eng.run(max_steps=1))
 
     def drain(self) -> list[np.ndarray]:
         return [self.now - b.ts * 1000.0 for q in self.queries for b in q.drain_batches() if len(b)]
 
 
 def engine_events(arr: list[tuple[float, str]]) -> list[tuple[float, int, str]]:
-    """Batches (kind 0) plus a heartbeat (kind 1) wherever a source then stays silent for a while."""
+    """Batches (kind 0), plus heartbeats (kind 1) from a source that has fallen silent: 100 us after its
+    last batch, then every millisecond until its next batch, as a real source's keep-alive would."""
     events, last = [], {}
+    def silence(s: str, until: float) -> None:
+        t = last[s] + HEARTBEAT_NS
+        while t < until:
+            events.append((t, 1, s))
+            t += HEARTBEAT_EVERY_NS
     for t, s in arr:
-        if s in last and t - last[s] > HEARTBEAT_NS:
-            events.append((last[s] + HEARTBEAT_NS, 1, s))
+        if s in last:
+            silence(s, t)
         last[s] = t
         events.append((t, 0, s))
-    events += [(t + HEARTBEAT_NS, 1, s) for s, t in last.items()]
+    for s in last:
+        silence(s, max(last.values()) + 2 * HEARTBEAT_EVERY_NS)
     return sorted(events)
 
 
 def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bound: float | None) -> dict:
     run = EngineRun(w, name, batch_rows, seed)
     policy = run.eng.policy
-    if name == "chain_flush":
-        policy.clock = lambda: run.now
-        policy.set("latency_bound", bound)
+    if name == "chain_flush":            # the policy's clock counts microseconds, like the timestamps
+        policy.clock = lambda: run.now / 1000
+        policy.set_many({"latency_bound": bound / 1000, "cost_scale": 0.001})
     queues = run.eng.queues
     events = engine_events(arr)
     run.now = events[0][0]
@@ -295,14 +310,17 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
     span = times[-1] - times[0]
     avg = sum(b * (t1 - t0) for b, t0, t1 in zip(sizes, times, times[1:])) / span if span else 0.0
     lat = np.concatenate(lats) if lats else np.zeros(0)
-    return summary(max(sizes), avg, lat, float(lat.max()) if len(lat) else 0.0, policy)
+    out = summary(max(sizes), avg, lat, float(lat.max()) if len(lat) else 0.0, policy)
+    out["busy_ns"] = run.busy
+    return out
 
 
-def engine_gap(w: Workload, batch_rows: int, seed: int, rounds: int = 60) -> float:
-    """Measured processing time per round (one batch on every source) under FIFO, spaced so nothing queues,
-    divided by the utilisation: the mean gap between batches of one source."""
+def engine_gap(w: Workload, batch_rows: int, seed: int, pilot: int = 400) -> float:
+    """Mean gap between batches of one source that makes the engine busy ``utilisation`` of the time: a
+    first guess from rounds spaced so that nothing queues, corrected by a FIFO pilot run on bursty input
+    (per-batch costs depend on how full the windows are)."""
     run = EngineRun(w, "fifo", batch_rows, seed)
-    t, spent = 0.0, 0.0
+    t, spent, rounds = 0.0, 0.0, 20
     for r in range(rounds):
         t += 1e6
         for src in w.sources:
@@ -311,9 +329,12 @@ def engine_gap(w: Workload, batch_rows: int, seed: int, rounds: int = 60) -> flo
         while run.step():
             pass
         run.drain()
-        if r >= rounds // 3:              # past the warm-up (windows filling)
+        if r >= rounds // 4:              # past the warm-up
             spent += run.now - start
-    return spent / (rounds - rounds // 3) / w.utilisation
+    gap = spent / (rounds - rounds // 4) / w.utilisation
+    pilot_run = run_engine(w, "fifo", arrivals(list(w.sources), gap, pilot, seed), batch_rows, seed, None)
+    per_round = pilot_run["busy_ns"] / (pilot // len(w.sources))
+    return per_round / w.utilisation
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -322,14 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--driver", choices=["engine", "sim"], default="engine")
     ap.add_argument("--batches", type=int, default=None,
-                    help="source batches per workload (default: 1500 engine, 3000 simulator)")
+                    help="source batches per workload (default: 1200 engine, 3000 simulator)")
     ap.add_argument("--batch-rows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--bound-factor", type=float, default=1.25,
                     help="Chain-Flush latency bound as a multiple of FIFO's longest latency")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    batches = args.batches or (1500 if args.driver == "engine" else 3000)
+    batches = args.batches or (1200 if args.driver == "engine" else 3000)
     drive = run_engine if args.driver == "engine" else run_sim
 
     started = time.perf_counter()

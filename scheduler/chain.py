@@ -8,13 +8,12 @@ pitfalls P-12 (shared queues), P-15 (FIFO ties). The chart machinery is in ``pro
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from control_tables import Knob, Stat
 
 from .base import Policy, SchedOperator
-from .progress_chart import Stage, chains, paths
+from .progress_chart import Block, tree_blocks
 
 
 def _moved(old: float, new: float, floor: float) -> float:
@@ -25,12 +24,14 @@ def _moved(old: float, new: float, floor: float) -> float:
 class ChainPolicy(Policy):
     """Run a ready operator of the highest-priority chain; ties go to the operator holding the oldest batch.
 
-    Priorities come from the lower envelope of each path's progress chart (measured selectivity and cost per
-    tuple, queue widths in bytes). An operator on several paths (a shared subplan) takes the highest priority
-    it gets on any of them. The readers of a shared queue are one step of the chart and share its priority
-    (P-12): the step costs all their costs, and only after all have read is a tuple freed. Priorities are
-    recomputed when the plan changes or when an operator's selectivity, cost or output width has moved by
-    more than ``drift`` (relative) since they were last computed.
+    Priorities come from the progress charts of the plan (``progress_chart``): from measured selectivity and
+    cost per tuple and queue widths in bytes, the chain of a plain path is a segment of its chart's lower
+    envelope and its priority the segment's slope (memory freed per unit time). Shared queues (P-12) make
+    the plan a tree of steps (all readers of a queue reading one tuple, the only way to free it), whose
+    chains come from the same rule generalised to trees (``tree_blocks``). An operator met on several trees
+    (a join, under each input) takes its highest priority. Priorities are recomputed when the plan changes,
+    or when an operator's selectivity, cost or output width has moved by more than ``drift`` (relative)
+    since they were last computed.
 
     "First ready operator in the chain" (P-15), read with BBDM03's FIFO tie-break: among ready operators of
     equal priority, the chain holding the oldest batch runs, and within it the furthest-downstream ready
@@ -47,9 +48,10 @@ class ChainPolicy(Policy):
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)
         self.priorities: dict[int, float] = {}
-        self.chain_of: dict[int, Any] = {}           # operator -> the chain (path, segment) it belongs to
+        self.chain_of: dict[int, Any] = {}           # operator -> its chain: (leaf queue, block)
         self.chain_list: list[dict[str, Any]] = []
         self._seen: dict[int, tuple[float, float, float]] = {}   # stats used by the last recompute
+        self.tail_time: dict[int, float] = {}     # per input tuple: time until all it leads to has left the plan
         self._dirty = True
 
     def plan_changed(self, ops: Any) -> None:
@@ -75,53 +77,57 @@ class ChainPolicy(Policy):
     def _out_width(self, op: SchedOperator) -> float:
         return 0.0 if self.topology.is_sink(op) else self.width(op.output, fallback=0.0)
 
-    def stages(self, path: list[tuple[SchedOperator, int]], costs: dict[int, float]) -> list[Stage]:
-        """The chart stages of one path, from measured statistics; a sink has selectivity 0, and a queue with
-        several readers is one step of all of them (P-12: its items are freed once every reader has read)."""
-        topo, out = self.topology, []
-        w = self.width(path[0][0].input_queues[path[0][1]])
-        for op, i in path:
-            w_in = w
-            w = self.width(op.output, fallback=w_in)
-            others = [o for o, r in topo.readers_of.get(id(op.input_queues[i]), ()) if r is not op.readers[i]]
-            side = sum(self._produced(o, w_in) for o in others)
-            out.append(Stage(id(op), costs[id(op)] + sum(costs[id(o)] for o in others),
-                             0.0 if topo.is_sink(op) else max(op.selectivity, 0.0), w, side,
-                             tuple(id(o) for o in others)))
-        return out
-
     def _produced(self, op: SchedOperator, w_in: float) -> float:
         """Memory ``op`` adds to its output per input tuple (nothing when its output leaves the plan)."""
         if self.topology.is_sink(op):
             return 0.0
         return max(op.selectivity, 0.0) * self.width(op.output, fallback=w_in)
 
+    def blocks(self, queue: Any, n: float, width: float, costs: dict[int, float], above: frozenset) -> list[Block]:
+        """The blocks of the subtree of steps below ``queue`` (``n`` tuples of ``width`` per leaf tuple).
+
+        The step is every reader of the queue reading one tuple (P-12: only then is it freed): it takes the
+        sum of their costs and produces all their outputs, each the root of a subtree of its own. An operator
+        with two inputs (a join) is met once below each of them, as BBDM03 splits a join per input.
+        """
+        topo = self.topology
+        readers = [op for op, _ in topo.readers_of.get(id(queue), ())]
+        if not readers:
+            return []
+        freed, children = n * width, []
+        for op in readers:
+            out = self._produced(op, width)
+            freed -= n * out
+            if out > 0 and id(op) not in above:
+                w = self.width(op.output, fallback=width)
+                children.append(self.blocks(op.output, n * max(op.selectivity, 0.0), w, costs, above | {id(op)}))
+        step = Block(tuple(id(op) for op in readers), freed, n * sum(costs[id(op)] for op in readers))
+        return tree_blocks(step, children)
+
     def recompute(self) -> None:
-        """Rebuild every path's chart, its envelope, and each operator's priority and chain."""
+        """Rebuild the blocks (chains) of every leaf queue's tree and each operator's priority."""
         topo, costs = self.topology, self.costs()
-        best: dict[int, tuple[float, tuple[int, tuple[int, int]]]] = {}
-        segments: dict[tuple[int, tuple[int, int]], Any] = {}
-        for p, path in enumerate(paths(topo)):
-            leaf = self.width(path[0][0].input_queues[path[0][1]])
-            stages = self.stages(path, costs)
-            own = [replace(s, side=0.0) for s in stages]
-            # A shared step is judged with everything it produces (its readers' outputs on other paths too);
-            # every other operator with its own path's tuples only: the other paths' tuples are theirs.
-            for seg, chart in [(s, "all") for s in chains(stages, leaf)] + [(s, "own") for s in chains(own, leaf)]:
-                segments[(p, seg.span)] = seg
-                for st in stages[seg.span[0]:seg.span[1]]:
-                    if bool(st.group) != (chart == "all"):
-                        continue
-                    for key in (st.op, *st.group):
-                        if key not in best or seg.slope > best[key][0]:
-                            best[key] = (seg.slope, (p, seg.span))
+        tail: dict[int, float] = {}
+        for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
+            sel = 0.0 if topo.is_sink(op) else max(op.selectivity, 0.0)
+            tail[id(op)] = costs[id(op)] + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
+        self.tail_time = tail
+        written = {id(op.output) for op in topo.ops}
+        best: dict[int, tuple[float, tuple[int, int]]] = {}
+        chains: dict[tuple[int, int], Block] = {}
+        for root, q in enumerate(q for q in topo.queues.values() if id(q) not in written):
+            for k, block in enumerate(self.blocks(q, 1.0, self.width(q), costs, frozenset())):
+                chains[(root, k)] = block
+                for key in block.ops:
+                    if key not in best or block.slope > best[key][0]:
+                        best[key] = (block.slope, (root, k))
         self.priorities = {key: prio for key, (prio, _) in best.items()}
         self.chain_of = {key: where for key, (_, where) in best.items()}
-        members: dict[tuple[int, tuple[int, int]], list[str]] = {}
+        members: dict[tuple[int, int], list[str]] = {}
         for op in topo.ops:
             if id(op) in best:
                 members.setdefault(best[id(op)][1], []).append(op.id)
-        self.chain_list = sorted(({"ops": ids, "priority": segments[k].slope} for k, ids in members.items()),
+        self.chain_list = sorted(({"ops": ids, "priority": chains[k].slope} for k, ids in members.items()),
                                  key=lambda c: -c["priority"])
         self._seen = {id(op): (op.selectivity, op.cost_ns_per_tuple, self._out_width(op)) for op in topo.ops}
         self.recomputes += 1

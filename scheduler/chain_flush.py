@@ -30,12 +30,13 @@ class ChainFlushPolicy(ChainPolicy):
 
     At each pick the policy estimates, for every waiting batch, when it would be out under FIFO from now on:
     its wait so far, plus the processing time of everything no newer than it, plus its own and one run in
-    progress (runs are not preempted), from the measured costs and selectivities (``tail_time``: time per
-    input tuple until everything a tuple leads to has left the plan). If any batch would exceed the bound,
-    the ready operator holding the oldest batch runs (the deepest one on a tie), until no batch is at risk;
-    chain priorities and the user ``priority`` knob wait: the bound comes first. Otherwise Chain decides.
-    The bound holds when it is feasible (at least the FIFO latency of the workload) and the estimates are
-    good; it is a target, not a guarantee, when costs drift faster than the statistics follow.
+    progress (runs are not preempted), from the measured costs and selectivities (Chain's ``tail_time``:
+    time per input tuple until all it leads to has left the plan, every branch of a fan-out included). If
+    any batch would exceed the bound, the ready operator holding the oldest batch runs (the deepest one on a
+    tie) until no batch is at risk; chain priorities and the user ``priority`` knob wait, the bound comes
+    first. Otherwise Chain decides. The bound holds when it is feasible (at least the FIFO latency of the
+    workload) and the estimates are good; it is a target, not a guarantee, when costs change faster than
+    the statistics follow.
     """
 
     name = "chain_flush"
@@ -54,7 +55,6 @@ class ChainFlushPolicy(ChainPolicy):
     def __init__(self, *, clock: Callable[[], float] | None = None, **knobs: Any) -> None:
         super().__init__(**knobs)
         self.clock = clock
-        self.tail_time: dict[int, float] = {}     # per input tuple, time to leave the plan from each operator
         self.longest_run = 0.0
         self._run_started: float | None = None
 
@@ -63,17 +63,6 @@ class ChainFlushPolicy(ChainPolicy):
             return self.clock()
         stamps = [q.last_ts for q in self.topology.queues.values() if getattr(q, "last_ts", None) is not None]
         return max(stamps, default=-math.inf)
-
-    def recompute(self) -> None:
-        """Chain's priorities, plus each operator's processing time per input tuple until everything it
-        leads to has left the plan: its cost plus, per output tuple, that of every consumer (one processor
-        runs all branches of a fan-out)."""
-        super().recompute()
-        topo, costs, tail = self.topology, self.costs(), {}
-        for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
-            sel = 0.0 if topo.is_sink(op) else max(op.selectivity, 0.0)
-            tail[id(op)] = costs[id(op)] + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
-        self.tail_time = tail
 
     def waiting(self, ready: Sequence[SchedOperator]) -> list[tuple[float, float]]:
         """Every waiting batch as (timestamp, clock time to process it and all it leads to).

@@ -4,21 +4,22 @@ Source: Babcock, Babu, Datar, Motwani, "Chain: operator scheduling for memory mi
 systems", SIGMOD 2003 (BBDM03), sections 3-4, as summarised in digest-004 section 2.G (BACKGROUND box) and
 worked examples E1 and E2; P-12 for shared queues.
 
-A path is a sequence of operators from a leaf input queue to an operator whose output leaves the plan. Follow
-one input tuple along it: before operator i it is ``n_{i-1}`` tuples (the product of the selectivities
-before i), which take ``cost_i * n_{i-1}`` time to process. The chart's points are (cumulative time, memory
-still held): ``p_0 = (0, w_0)`` and ``p_i = (x_{i-1} + c_i n_{i-1}, held_i + n_i w_i)``, where ``w_i`` is
-the size of one tuple in operator i's output queue (1 when counting tuples) and a sink has selectivity 0.
-
-Shared queues (P-12). An item stays queued until its slowest reader has read it, so on a queue with several
-readers one reader alone frees nothing: the chart takes all of them as one step (``Stage.group``). The step
-costs the sum of their costs, frees the queue's tuples, and produces the outputs of all readers; the outputs
-of the other readers (``Stage.side``) are left to their own paths and stay in this chart as ``held``, a
-constant offset for the remaining points, which changes no later slope.
-
-The lower envelope starts at ``p_0`` and repeatedly jumps to the later point with the steepest descent
+Paths. A path is a sequence of operators from a leaf input queue to an operator whose output leaves the plan.
+Follow one input tuple along it: before operator i it is ``n_{i-1}`` tuples (the product of the
+selectivities before i), which take ``cost_i * n_{i-1}`` time. The chart's points are (cumulative time,
+memory still held): ``p_0 = (0, w_0)`` and ``p_i = (x_{i-1} + c_i n_{i-1}, n_i w_i)``, with ``w_i`` the size
+of one tuple in operator i's output queue (1 when counting tuples); a sink has selectivity 0. The lower
+envelope starts at ``p_0`` and repeatedly jumps to the later point with the steepest descent
 ``(y_a - y_b) / (x_b - x_a)``; on a tie it takes the furthest such point, so collinear operators form one
 chain. Each segment is a chain and its slope (memory released per unit time) is the chain's priority.
+
+Trees (our extension for shared queues, P-12). A queue with several readers frees an item only once every
+reader has read it, so the unit of work is a *step*: all readers of one queue reading one tuple; it takes the
+sum of their costs and turns the queue's tuple into all their outputs, each of which starts a subtree of its
+own. A plan is then an out-tree of steps per leaf queue, and the lower envelope generalises to the ratio rule
+for out-trees (Horn 1972; Sidney's decomposition): the children's block lists are merged by decreasing slope,
+the step goes in front, and while the front block is less steep than the next one they are merged. On a plain
+path this gives exactly the lower envelope (``tree_blocks`` and ``chains`` agree on E1 and E2).
 """
 
 from __future__ import annotations
@@ -34,28 +35,23 @@ MAX_PATHS = 4096        # plans are small; a pathological DAG is cut off here ra
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of a path: cost per input tuple, output tuples per input tuple on the path (0 for a sink),
-    the size of one output tuple, and for a shared queue the other readers that read it in the same step
-    (``group``) with the memory their outputs add per input tuple (``side``). A step's cost includes them."""
+    """One operator on a path: cost per input tuple, output tuples per input tuple (0 for a sink) and the size
+    of one output tuple (1 when counting tuples)."""
 
     op: Hashable
     cost: float
     selectivity: float
     width: float = 1.0
-    side: float = 0.0
-    group: tuple[Hashable, ...] = ()
 
 
 @dataclass(frozen=True)
 class Segment:
-    """A segment of the lower envelope: the chain of operators it covers (a shared step contributes all its
-    readers), its end points and its slope."""
+    """A segment of a path's lower envelope: the chain of operators it covers, its end points, its slope."""
 
     ops: tuple[Hashable, ...]
     start: Point
     end: Point
     slope: float
-    span: tuple[int, int] = (0, 0)      # the stages it covers, stages[span[0]:span[1]]
 
 
 def progress_points(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Point]:
@@ -64,14 +60,12 @@ def progress_points(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Po
     >>> progress_points([Stage("O1", 1.0, 0.2), Stage("O2", 5.0, 0.0)])   # digest-004 E1, per n tuples
     [(0.0, 1.0), (1.0, 0.2), (2.0, 0.0)]
     """
-    x, n, held, w_in = 0.0, 1.0, 0.0, float(leaf_width)
-    points = [(0.0, n * w_in)]
+    x, n = 0.0, 1.0
+    points = [(0.0, float(leaf_width))]
     for s in stages:
         x += s.cost * n
-        held += n * s.side
         n *= s.selectivity
-        w_in = s.width
-        points.append((x, held + n * w_in))
+        points.append((x, n * s.width))
     return points
 
 
@@ -95,12 +89,15 @@ def lower_envelope(points: Sequence[Point]) -> list[tuple[int, int, float]]:
         best, best_slope = a + 1, -math.inf
         for b in range(a + 1, len(points)):
             s = slope(points[a], points[b])
-            tol = 1e-12 * max(1.0, abs(best_slope)) if math.isfinite(best_slope) else 0.0
-            if s >= best_slope - tol:       # ">=": a tie goes to the later point, one longer chain
+            if s >= best_slope - _tol(best_slope):     # a tie goes to the later point: one longer chain
                 best, best_slope = b, max(s, best_slope)
         segs.append((a, best, _clean(best_slope)))
         a = best
     return segs
+
+
+def _tol(x: float) -> float:
+    return 1e-12 * max(1.0, abs(x)) if math.isfinite(x) else 0.0
 
 
 def _clean(x: float) -> float:
@@ -115,8 +112,7 @@ def chains(stages: Sequence[Stage], leaf_width: float = 1.0) -> list[Segment]:
     [(('O1', 'O2'), 0.4), (('O3',), 0.2)]
     """
     pts = progress_points(stages, leaf_width)
-    return [Segment(tuple(op for s in stages[a:b] for op in (s.op, *s.group)), pts[a], pts[b], sl, (a, b))
-            for a, b, sl in lower_envelope(pts)]
+    return [Segment(tuple(s.op for s in stages[a:b]), pts[a], pts[b], sl) for a, b, sl in lower_envelope(pts)]
 
 
 def time_to_end(stages: Sequence[Stage]) -> float:
@@ -126,6 +122,42 @@ def time_to_end(stages: Sequence[Stage]) -> float:
     2.0
     """
     return progress_points(stages)[-1][0] if stages else 0.0
+
+
+# ---------------------------------------------------------------------------------------------- trees of steps
+
+@dataclass(frozen=True)
+class Block:
+    """Consecutive steps run as one unit: the operators they run, memory freed (negative: grown), time."""
+
+    ops: tuple[Hashable, ...]
+    freed: float
+    time: float
+
+    @property
+    def slope(self) -> float:
+        return _clean(slope((0.0, self.freed), (self.time, 0.0)))
+
+    def __add__(self, other: Block) -> Block:
+        return Block(self.ops + other.ops, self.freed + other.freed, self.time + other.time)
+
+
+def tree_blocks(step: Block, children: Sequence[list[Block]]) -> list[Block]:
+    """The blocks of a step followed by its children's subtrees, steepest first (Horn's rule).
+
+    A path is a tree whose steps have one child each; then the blocks are the lower envelope's segments:
+
+    >>> e2 = tree_blocks(Block(("O1",), 0.0, 1), [tree_blocks(Block(("O2",), 0.8, 1), [[Block(("O3",), 0.2, 1)]])])
+    >>> [(b.ops, b.slope) for b in e2]
+    [(('O1', 'O2'), 0.4), (('O3',), 0.2)]
+    """
+    rest = sorted((b for blocks in children for b in blocks), key=lambda b: -b.slope)
+    out = [step]
+    for b in rest:
+        out.append(b)
+    while len(out) >= 2 and out[0].slope <= out[1].slope + _tol(out[1].slope):
+        out[0:2] = [out[0] + out[1]]
+    return out
 
 
 def paths(topology: Any) -> Iterator[list[tuple[Any, int]]]:

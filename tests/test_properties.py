@@ -17,7 +17,7 @@ from oracle.generators import Workload, diff, minimize, run_engine, run_referenc
 from oracle.reference import Ambiguous
 
 # examples per family: sized so that the whole file takes about 2-3 minutes on the project's machine
-EXAMPLES = {"window": 250, "join": 200, "aggregate": 250, "setop": 200, "streamop": 250, "subquery": 250}
+EXAMPLES = {"window": 1100, "join": 1000, "aggregate": 1000, "setop": 850, "streamop": 900, "subquery": 850}
 
 _settings = settings(
     deadline=None,

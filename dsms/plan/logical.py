@@ -21,44 +21,64 @@ def _names() -> tuple[str, ...]:
     return field(default=(), compare=False)
 
 
+class _Leaf:
+    """A node with no inputs."""
+
+    @property
+    def children(self) -> tuple:
+        return ()
+
+
+class _Unary:
+    """A node with one input ``child``; by default it has its child's kind, types and monotonicity."""
+
+    @property
+    def children(self) -> tuple:
+        return (self.child,)
+
+    @property
+    def kind(self) -> str:
+        return self.child.kind
+
+    @property
+    def monotone(self) -> bool:
+        return self.child.monotone
+
+
+class _Binary:
+    """A node with inputs ``left`` and ``right``; its result is a relation."""
+
+    kind = RELATION
+
+    @property
+    def children(self) -> tuple:
+        return (self.left, self.right)
+
+
 @dataclass(frozen=True)
-class StreamScan:
+class StreamScan(_Leaf):
     """A registered input stream."""
 
     name: str
     types: tuple[str, ...]
     names: tuple[str, ...] = _names()
     kind = STREAM
-
-    @property
-    def children(self) -> tuple:
-        return ()
-
-    @property
-    def monotone(self) -> bool:
-        return True
+    monotone = True
 
 
 @dataclass(frozen=True)
-class RelationScan:
+class RelationScan(_Leaf):
     """A registered base relation, fed by timestamped inserts and deletes."""
 
     name: str
     types: tuple[str, ...]
     names: tuple[str, ...] = _names()
     kind = RELATION
-
-    @property
-    def children(self) -> tuple:
-        return ()
-
-    @property
-    def monotone(self) -> bool:
-        return False
+    monotone = False
 
 
 @dataclass(frozen=True)
-class QueryOutput:
+class QueryOutput(_Leaf):
     """The result of a registered view or named query, read by later queries (its netted output)."""
 
     query_id: str
@@ -68,38 +88,27 @@ class QueryOutput:
     names: tuple[str, ...] = _names()
 
     @property
-    def children(self) -> tuple:
-        return ()
-
-    @property
     def monotone(self) -> bool:
         return self.kind == STREAM or self.is_monotone
 
 
 @dataclass(frozen=True)
-class Sample:
+class Sample(_Unary):
     """SAMPLE(p): keep each stream element with probability p/100 (digest-004 R-CQL-08)."""
 
     child: object
     percent: float
     names: tuple[str, ...] = _names()
     kind = STREAM
-
-    @property
-    def children(self) -> tuple:
-        return (self.child,)
+    monotone = True
 
     @property
     def types(self) -> tuple[str, ...]:
         return self.child.types
 
-    @property
-    def monotone(self) -> bool:
-        return True
-
 
 @dataclass(frozen=True)
-class Window:
+class Window(_Unary):
     """A stream-to-relation window: RANGE (``range``, optional ``slide``), ROWS (``rows``, optional
     ``partition`` column positions), NOW, UNBOUNDED. SPEC section 3 defines each."""
 
@@ -113,10 +122,6 @@ class Window:
     kind = RELATION
 
     @property
-    def children(self) -> tuple:
-        return (self.child,)
-
-    @property
     def types(self) -> tuple[str, ...]:
         return self.child.types
 
@@ -126,50 +131,26 @@ class Window:
 
 
 @dataclass(frozen=True)
-class Filter:
+class Filter(_Unary):
     child: object
     predicate: Expr
     names: tuple[str, ...] = _names()
 
     @property
-    def children(self) -> tuple:
-        return (self.child,)
-
-    @property
-    def kind(self) -> str:
-        return self.child.kind
-
-    @property
     def types(self) -> tuple[str, ...]:
         return self.child.types
 
-    @property
-    def monotone(self) -> bool:
-        return self.child.monotone
-
 
 @dataclass(frozen=True)
-class Project:
+class Project(_Unary):
     child: object
     exprs: tuple[Expr, ...]
     types: tuple[str, ...]
     names: tuple[str, ...] = _names()
 
-    @property
-    def children(self) -> tuple:
-        return (self.child,)
-
-    @property
-    def kind(self) -> str:
-        return self.child.kind
-
-    @property
-    def monotone(self) -> bool:
-        return self.child.monotone
-
 
 @dataclass(frozen=True)
-class Join:
+class Join(_Binary):
     """Relation join; ``left_keys``/``right_keys`` are the equi-join columns (hashed), ``predicate`` the rest,
     over the concatenated schema left + right."""
 
@@ -179,11 +160,6 @@ class Join:
     right_keys: tuple[int, ...] = ()
     predicate: Expr | None = None
     names: tuple[str, ...] = _names()
-    kind = RELATION
-
-    @property
-    def children(self) -> tuple:
-        return (self.left, self.right)
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -195,7 +171,7 @@ class Join:
 
 
 @dataclass(frozen=True)
-class SemiJoin:
+class SemiJoin(_Binary):
     """Left rows that have (``anti=False``) or have no (``anti=True``) matching right row: IN, EXISTS, ANY and
     ALL subqueries. Output is the left schema, with the left multiplicities."""
 
@@ -206,11 +182,6 @@ class SemiJoin:
     predicate: Expr | None = None
     anti: bool = False
     names: tuple[str, ...] = _names()
-    kind = RELATION
-
-    @property
-    def children(self) -> tuple:
-        return (self.left, self.right)
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -222,7 +193,7 @@ class SemiJoin:
 
 
 @dataclass(frozen=True)
-class Aggregate:
+class Aggregate(_Unary):
     """GROUP BY ``group`` columns with ``aggs`` = (func, arg column or None, distinct). Output: the group
     columns, then one column per aggregate."""
 
@@ -232,37 +203,22 @@ class Aggregate:
     types: tuple[str, ...]
     names: tuple[str, ...] = _names()
     kind = RELATION
-
-    @property
-    def children(self) -> tuple:
-        return (self.child,)
-
-    @property
-    def monotone(self) -> bool:
-        return False
+    monotone = False
 
 
 @dataclass(frozen=True)
-class Distinct:
+class Distinct(_Unary):
     child: object
     names: tuple[str, ...] = _names()
     kind = RELATION
 
     @property
-    def children(self) -> tuple:
-        return (self.child,)
-
-    @property
     def types(self) -> tuple[str, ...]:
         return self.child.types
 
-    @property
-    def monotone(self) -> bool:
-        return self.child.monotone
-
 
 @dataclass(frozen=True)
-class SetOp:
+class SetOp(_Binary):
     """UNION / EXCEPT / INTERSECT, ``all`` for the bag forms."""
 
     left: object
@@ -270,11 +226,6 @@ class SetOp:
     op: str
     all: bool
     names: tuple[str, ...] = _names()
-    kind = RELATION
-
-    @property
-    def children(self) -> tuple:
-        return (self.left, self.right)
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -282,13 +233,11 @@ class SetOp:
 
     @property
     def monotone(self) -> bool:
-        if self.op == "UNION" or self.op == "INTERSECT":
-            return self.left.monotone and self.right.monotone
-        return False
+        return self.op in ("UNION", "INTERSECT") and self.left.monotone and self.right.monotone
 
 
 @dataclass(frozen=True)
-class ToStream:
+class ToStream(_Unary):
     """ISTREAM, DSTREAM or RSTREAM. ``ticks`` are the query's inputs whose instants drive RSTREAM."""
 
     child: object
@@ -296,6 +245,7 @@ class ToStream:
     ticks: tuple = ()
     names: tuple[str, ...] = _names()
     kind = STREAM
+    monotone = True
 
     @property
     def children(self) -> tuple:
@@ -305,13 +255,9 @@ class ToStream:
     def types(self) -> tuple[str, ...]:
         return self.child.types
 
-    @property
-    def monotone(self) -> bool:
-        return True
-
 
 @dataclass(frozen=True)
-class Changelog:
+class Changelog(_Unary):
     """The sink of a relation-valued query: the net change of each instant, once the instant is final."""
 
     child: object
@@ -319,16 +265,8 @@ class Changelog:
     kind = RELATION
 
     @property
-    def children(self) -> tuple:
-        return (self.child,)
-
-    @property
     def types(self) -> tuple[str, ...]:
         return self.child.types
-
-    @property
-    def monotone(self) -> bool:
-        return self.child.monotone
 
 
 def with_names(node, names: tuple[str, ...]):

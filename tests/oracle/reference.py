@@ -308,7 +308,7 @@ class Reference:
             return self._register(st.name, st.query, is_view=False)
         if isinstance(st, A.QueryStatement):
             self._anon += 1
-            return self._register(f"q{self._anon}", st.query, is_view=False)
+            return self._register(f"_anon{self._anon}", st.query, is_view=False)
         raise Unsupported(f"statement {type(st).__name__}")
 
     def _check_new(self, name):

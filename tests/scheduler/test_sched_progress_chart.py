@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from schedsim import SimOp, SimQueue
 
 from scheduler import Topology
-from scheduler.progress_chart import Stage, chains, lower_envelope, paths, progress_points, slope, time_to_end
+from scheduler.progress_chart import (
+    Block,
+    Stage,
+    chains,
+    lower_envelope,
+    paths,
+    progress_points,
+    slope,
+    time_to_end,
+    tree_blocks,
+)
 
 
 def summary(stages, leaf_width=1.0):
@@ -66,16 +77,27 @@ def test_widths_count_bytes():
         [(0, 8), (1, 4), (2, 0)]
 
 
-def test_shared_step_and_side_outputs():
-    """P-12: the readers of a shared queue are one step (its tuples are freed once all have read them); the
-    outputs of the other readers stay in this path's chart as a constant offset, which changes no later
-    slope, and the step's chain lists every reader."""
-    alone = [Stage("X", 1, 1.0), Stage("A", 1, 0.5), Stage("S", 1, 0.0)]
-    shared = [Stage("X", 1, 1.0), Stage("A", 2, 0.5, side=0.25, group=("B",)), Stage("S", 1, 0.0)]
-    assert progress_points(alone) == [(0, 1), (1, 1), (2, 0.5), (2.5, 0)]
-    assert progress_points(shared) == [(0, 1), (1, 1), (3, 0.75), (3.5, 0.25)]
-    assert slope(*progress_points(alone)[2:]) == slope(*progress_points(shared)[2:])
-    assert [c.ops for c in chains(shared)] == [("X", "A", "B", "S")]
+def test_tree_blocks_are_the_envelope_on_a_path():
+    """On a plain path, Horn's merge of steps gives the lower envelope's segments."""
+    rng = random.Random(5)
+    for _ in range(200):
+        stages = [Stage(k, rng.choice([0.5, 1, 2, 5]), rng.choice([0.1, 0.5, 1.0, 2.0])) for k in range(5)]
+        stages[-1] = Stage(4, stages[-1].cost, 0.0)
+        pts = progress_points(stages)
+        blocks: list[Block] = []
+        for k in reversed(range(5)):
+            step = Block((k,), pts[k][1] - pts[k + 1][1], pts[k + 1][0] - pts[k][0])
+            blocks = tree_blocks(step, [blocks] if blocks else [])
+        assert [(b.ops, b.slope) for b in blocks] == [(c.ops, pytest.approx(c.slope)) for c in chains(stages)]
+
+
+def test_tree_blocks_merge_children_by_slope():
+    """A step that grows memory (a window feeding two aggregates) is run as one block with the steeper of
+    its subtrees; the less steep subtree follows as a block of its own."""
+    window = Block(("win",), -1.0, 1.0)                 # 1 tuple in, 2 out: memory grows
+    agg1, agg2 = [Block(("agg1",), 1.5, 1.0)], [Block(("agg2",), 0.5, 4.0)]
+    blocks = tree_blocks(window, [agg2, agg1])
+    assert [(b.ops, b.slope) for b in blocks] == [(("win", "agg1"), 0.25), (("agg2",), 0.125)]
 
 
 def test_time_to_end():
