@@ -24,6 +24,7 @@ from dsms.plan import logical as L
 from dsms.plan.binder import Binder
 from dsms.plan.explain import explain_text, explain_xml, plan_entities
 from dsms.plan.physical import PhysicalPlanner
+from dsms.plan.rules import optimize
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
@@ -230,7 +231,8 @@ class Engine:
             raise ConflictError(f"'{name}' is already registered")
         binder = Binder(self.catalog, {})
         bound = binder.bind_statement_query(query, as_view=view)
-        root = bound.node if bound.kind == L.STREAM else L.Changelog(bound.node, names=bound.names)
+        node = optimize(bound.node)
+        root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
         return self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
                              set(binder.depends), view, publish)
 

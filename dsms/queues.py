@@ -119,6 +119,24 @@ class QueueReader:
             q._trim()
         return item
 
+    def oldest_ts(self) -> int | None:
+        """Timestamp of the oldest item this reader has not read (FIFO order for the scheduler)."""
+        q = self.queue
+        i = self.pos - q._base
+        if i >= len(q._items):
+            return None
+        item = q._items[i]
+        return int(item.ts[0]) if isinstance(item, Batch) else item.ts
+
+    def stamps(self) -> list[tuple[int, int]]:
+        """(first timestamp, rows) of each unread item: how long each has waited, for Chain-Flush."""
+        q = self.queue
+        out = []
+        for k in range(self.pos - q._base, len(q._items)):
+            item = q._items[k]
+            out.append((int(item.ts[0]), len(item)) if isinstance(item, Batch) else (item.ts, 0))
+        return out
+
     def peek_rows(self) -> int:
         """Rows not yet read by this reader."""
         q = self.queue

@@ -67,7 +67,7 @@ def test_e9_shared_queue_keeps_what_the_slowest_reader_has_not_read():
 def test_drop_frees_only_unshared_entities():
     eng = make()
     q1 = eng.execute("SELECT A, COUNT(*) FROM R [RANGE 10] GROUP BY A")
-    q2 = eng.execute("SELECT A FROM R [RANGE 10] WHERE A > 1")
+    q2 = eng.execute("SELECT B, SUM(A) FROM R [RANGE 10] GROUP BY B")
     before = len(eng.registry)
     window = [op for op in eng.ops if op.kind == "range_window"][0]
     assert window.owners == {q1.id, q2.id}

@@ -64,11 +64,16 @@ class Operator(Entity):
         t0 = time.perf_counter_ns()
         rows_in = 0
         out_before = self.output.tuples_in
+        readers = self.readers
+        k = len(readers)
         while done < budget:
             progressed = False
-            for i, r in enumerate(self.readers):
+            self._start = (getattr(self, "_start", -1) + 1) % k if k else 0   # no input starves another
+            for j in range(k):
                 if done >= budget:
                     break
+                i = (self._start + j) % k
+                r = readers[i]
                 item = r.get()
                 if item is None:
                     continue
