@@ -21,3 +21,7 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# The real mosquitto broker fixtures (tests/brokers.py), for the MQTT adapter tests and the server's
+# end-to-end MQTT tests alike.
+from brokers import mosquitto, mosquitto_persistent  # noqa: E402,F401
