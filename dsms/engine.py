@@ -30,7 +30,7 @@ from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
 from dsms.validate import check_timestamps, typed_columns
 
-DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain"}
+DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
 
 class Query:
@@ -151,6 +151,7 @@ class Engine:
         return hash((self.config["seed"], self._next["seed"])) & 0xFFFFFFFF
 
     def add_operator(self, op: Operator, query_id: str) -> None:
+        op.keep_stats = bool(self.config["statistics"])
         self.registry.add(op)
         op.owners.add(query_id)
         for syn in op.synopses:
