@@ -28,7 +28,7 @@ from dsms.plan.rules import optimize
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.validate import check_timestamps, typed_columns
+from dsms.validate import TS_LIMIT, check_timestamps, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -511,6 +511,8 @@ class Engine:
         if not isinstance(ts, int | np.integer) or isinstance(ts, bool):
             raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
         ts = int(ts)
+        if abs(ts) > TS_LIMIT:
+            raise InputError(f"heartbeat {ts} is out of range (|ts| <= 2**62 ticks)")
         targets = [self._any_source(name)] if name is not None else list(self.sources.values())
         for src in targets:
             if src.frontier is None or ts > src.frontier:

@@ -111,6 +111,9 @@ def typed_column(name: str, type_: str, vals: Any) -> np.ndarray:
     return np.asarray(out, dtype=dt)
 
 
+TS_LIMIT = 2**62
+
+
 def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.ndarray:
     """Per-row int64 timestamps, checked: integers, never decreasing, not below what the input has passed."""
     if isinstance(ts, bool):
@@ -137,6 +140,10 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
                 k = int(back[0]) + 1
                 raise InputError(f"timestamp {int(arr[k])} goes backwards (after {int(arr[k - 1])}) on ordered "
                                  f"input '{name}'", index=k)
+    if n and (int(arr.min()) < -TS_LIMIT or int(arr.max()) > TS_LIMIT):
+        k = int(np.nonzero((arr < -TS_LIMIT) | (arr > TS_LIMIT))[0][0])
+        raise InputError(f"timestamp {int(arr[k])} is out of range (|ts| <= 2**62 ticks, so that a window's end "
+                         "cannot overflow)", index=k)
     if n and frontier is not None and int(arr[0]) < frontier:
         raise InputError(f"timestamp {int(arr[0])} is below what '{name}' has already passed ({frontier})",
                          index=0)

@@ -129,3 +129,11 @@ def test_drop_refused_while_in_use(eng):
     eng.execute("DROP STREAM S")
     with pytest.raises(SchemaError):
         eng.push("S", [{"a": 1, "b": 1.0, "c": "x"}], ts=1)
+
+
+def test_timestamps_out_of_range_are_refused(eng):
+    with pytest.raises(InputError) as e:
+        eng.push("S", [{"a": 1, "b": 1.0, "c": "x"}, {"a": 1, "b": 1.0, "c": "x"}], ts=[1, 2**63 - 1])
+    assert e.value.index == 1 and "out of range" in str(e.value)
+    with pytest.raises(InputError):
+        eng.heartbeat(2**63 - 1)
