@@ -23,6 +23,11 @@ TOML layout (every key optional)::
     group_delay_ms = 2                    # longest wait before a group commit
     retention_ms = 0                      # 0: keep everything
 
+    [engine]
+    policy = "chain"                      # scheduling policy: fifo | round_robin | greedy | chain | chain_flush
+    batch_budget = 64                     # queue items an operator consumes per run
+    seed = 0                              # seed of SAMPLE's random choices
+
     [results]
     retention = 10000                     # result elements kept per query for ?from=
     subscriber_buffer = 10000             # elements buffered per reader before it gets a gap marker
@@ -64,6 +69,11 @@ DEFAULTS: dict[str, Any] = {
         "group_delay_ms": 2,
         "retention_ms": 0,
     },
+    "engine": {
+        "policy": "chain",
+        "batch_budget": 64,
+        "seed": 0,
+    },
     "results": {
         "retention": 10_000,
         "subscriber_buffer": 10_000,
@@ -86,6 +96,9 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "archive.fsync": (str, None, None, ("always", "group", "never"), False),
     "archive.group_delay_ms": (float, 0, 1000, None, False),
     "archive.retention_ms": (int, 0, None, None, False),
+    "engine.policy": (str, None, None, ("fifo", "round_robin", "greedy", "chain", "chain_flush"), False),
+    "engine.batch_budget": (int, 1, 1_000_000, None, False),
+    "engine.seed": (int, None, None, None, False),
     "results.retention": (int, 0, 100_000_000, None, False),
     "results.subscriber_buffer": (int, 1, 100_000_000, None, False),
     "results.slice_ms": (float, 0.1, 1000, None, False),

@@ -14,6 +14,7 @@ import numpy as np
 from control_tables import Registry
 from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
+from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import ConflictError, CQLError, InputError, SchemaError
@@ -114,10 +115,17 @@ class Engine:
     def __init__(self, config: Mapping | None = None) -> None:
         self.config = dict(DEFAULTS)
         if config:
-            unknown = set(config) - set(DEFAULTS)
-            if unknown:
-                raise SchemaError(f"unknown engine setting(s): {', '.join(sorted(unknown))}")
-            self.config.update(config)
+            flat = {k: v for k, v in config.items() if k in DEFAULTS}
+            rest = {k: v for k, v in config.items() if k not in DEFAULTS}
+            if rest:
+                # the server's settings (SPEC section 5: the same as the server's): validated as the server
+                # validates them; the engine reads its [engine] table and ignores the rest
+                try:
+                    server = load_config(overrides=rest)
+                except ConfigError as e:
+                    raise SchemaError(str(e)) from None
+                flat = {**server.values["engine"], **flat}
+            self.config.update(flat)
         self.catalog = Catalog()
         self.sources: dict[str, Source] = {}
         self.ops: list[Operator] = []

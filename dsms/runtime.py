@@ -294,7 +294,8 @@ class Runtime:
     def __init__(self, config: Config | Mapping[str, Any] | None = None, engine_config: Mapping | None = None) -> None:
         self.config = config if isinstance(config, Config) else load_config(overrides=dict(config or {}))
         self.data_dir = Path(self.config.data_dir)
-        self.engine = Engine(engine_config)
+        self.engine = Engine(engine_config if engine_config is not None else
+                             {"engine": self.config.values["engine"]})
         self.archive: Archive | None = None
         self.fsync = self.config.get("archive.fsync")
         self.group_delay = self.config.get("archive.group_delay_ms") / 1000.0
