@@ -82,17 +82,20 @@ def run_reference(w: Workload, dense: bool = False, info: dict | None = None):
     return ref.results(name, w.until)
 
 
-def run_engine(w: Workload, info: dict | None = None):
+def run_engine(w: Workload, info: dict | None = None, policy: str | None = None, switch_to: str | None = None,
+               slice_steps: int | None = None):
     """The engine's result for a workload, through the public API only (docs/contract-engine-api.md).
 
-    If ``info`` is a dict, the query's "kind" ("stream" or "relation") and "schema" are stored in it."""
+    If ``info`` is a dict, the query's "kind" ("stream" or "relation") and "schema" are stored in it.
+    ``policy`` picks the scheduling policy, ``switch_to`` switches it halfway through the actions, and
+    ``slice_steps`` cuts every run after each action short (work stays queued), as a server's time slices do."""
     from dsms import Engine
 
-    eng = Engine()
+    eng = Engine({"policy": policy} if policy else None)
     for s in w.statements:
         eng.execute(s)
     q = eng.execute(w.query)
-    for a in w.actions:
+    for i, a in enumerate(w.actions):
         if a[0] == "push":
             eng.push(a[1], a[2], ts=a[3])
         elif a[0] == "update":
@@ -101,6 +104,10 @@ def run_engine(w: Workload, info: dict | None = None):
             eng.heartbeat(a[1])
         elif a[0] == "run":
             eng.run()
+        if slice_steps is not None:
+            eng.run(max_steps=slice_steps)
+        if switch_to is not None and i == len(w.actions) // 2:
+            eng.set("sys:0", "policy", switch_to)
     eng.heartbeat(w.until)
     eng.run()
     if info is not None:

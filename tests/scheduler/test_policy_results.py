@@ -7,33 +7,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from oracle.generators import Workload, diff, run_reference, workloads
+from oracle.generators import diff, run_engine, run_reference, workloads
 from oracle.reference import Ambiguous
 
-from dsms import Engine
 from dsms.system import POLICY_NAMES
 
 FAMILIES = ("window", "join", "aggregate", "setop", "streamop", "subquery")
-
-
-def run_with_policies(w: Workload, first: str, second: str, slice_steps: int) -> list:
-    eng = Engine({"policy": first})
-    for s in w.statements:
-        eng.execute(s)
-    q = eng.execute(w.query)
-    for i, a in enumerate(w.actions):
-        if a[0] == "push":
-            eng.push(a[1], a[2], ts=a[3])
-        elif a[0] == "update":
-            eng.update(a[1], insert=a[2], delete=a[3], ts=a[4])
-        elif a[0] == "heartbeat":
-            eng.heartbeat(a[1])
-        eng.run(max_steps=slice_steps)            # partial runs: work is left queued between actions
-        if i == len(w.actions) // 2:
-            eng.set("sys:0", "policy", second)
-    eng.heartbeat(w.until)
-    eng.run()
-    return [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()]
 
 
 @pytest.mark.parametrize("first", POLICY_NAMES)
@@ -49,6 +28,6 @@ def test_every_policy_matches_the_reference(first, data):
         expected = run_reference(w)
     except Ambiguous:
         reject()
-    actual = run_with_policies(w, first, second, steps)
+    actual = run_engine(w, policy=first, switch_to=second, slice_steps=steps)
     d = diff(expected, actual)
     assert not d, f"policy {first} -> {second}, {steps} steps per slice:\n{w!r}\n{d}"
