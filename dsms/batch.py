@@ -80,10 +80,6 @@ class Batch:
         return f"Batch({len(self)} rows, ts {self.ts[:3].tolist()}..)"
 
 
-def empty_cols(dtypes: list[np.dtype]) -> list[np.ndarray]:
-    return [np.empty(0, dtype=d) for d in dtypes]
-
-
 def from_rows(ts: list[int], sign: list[int], rows: list[tuple], dtypes: list[np.dtype]) -> Batch:
     """Build a batch from Python rows; the inverse of ``Batch.rows``."""
     n = len(ts)

@@ -72,7 +72,3 @@ class Catalog:
 
     def remove(self, name: str) -> None:
         del self.objects[name.lower()]
-
-    def dependents(self, name: str) -> list[str]:
-        k = name.lower()
-        return [q.name or q.id for q in self.objects.values() if isinstance(q, QueryDef) and k in q.depends_on]

@@ -126,9 +126,5 @@ class RangeWindowOp(Operator):
             evicted = Batch(np.full(len(evicted), max(f, 0), dtype=np.int64), evicted.sign, evicted.cols)
         return evicted
 
-    @property
-    def held_bytes(self) -> int:
-        return sum(b.nbytes for b in self.pending_del) + sum(b.nbytes for b in self.pending_ins)
-
 
 __all__ = ["RangeWindowOp", "concat"]

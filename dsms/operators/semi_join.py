@@ -37,10 +37,6 @@ class SemiJoinOp(BinaryOperator):
                           lambda: deep_bytes(self.right)),
         ]
 
-    @property
-    def kind_label(self) -> str:
-        return "anti_join" if self.anti else "semi_join"
-
     def _matches(self, lrow: tuple, rrows: dict[tuple, int]) -> int:
         if not rrows:
             return 0

@@ -166,10 +166,6 @@ class Scope:
         return [n for i in self.items for n in i.names]
 
 
-class OuterRef(Exception):
-    """Raised while binding a subquery's expression that reads a column of an enclosing query."""
-
-
 # ------------------------------------------------------------------ the binder
 
 @dataclass
@@ -593,7 +589,7 @@ class Binder:
                 raise SchemaError(f"{_at(q.pos)}the subquery must return exactly one column")
             e = self.bind_expr(q.items[0].expr, inner, allow_outer=True)
             out_exprs.append(e)
-            rtypes.append(self._type(self._outer_free(e, width, itypes), itypes))
+            rtypes.append(self._type(e, itypes))
         # the inner node is placed after the outer columns: inner $j -> $(width+j); outer $o<i> -> $i
         def fix(e):
             if isinstance(e, ast.ColumnRef):
@@ -615,9 +611,6 @@ class Binder:
                 return map_expr(e, fix2)
             return node, rtypes, [fix2(c) for c in corr]
         return node, rtypes, [fix(c) for c in corr]
-
-    def _outer_free(self, e, width, itypes):
-        return e
 
     def _is_correlated(self, q: ast.Select, scope: Scope) -> bool:
         if q.where is None:
@@ -671,11 +664,9 @@ class Binder:
         group_exprs = [positional(k) for k in keys_inner]
         node, names, types = self._aggregate_core(node, itypes, group_exprs, [q.items[0]], None, inner,
                                                   extra_group_out=True)
-        # output: inner keys..., value
+        # the aggregate gives (inner keys..., value); put the value first, as column 0 of the right side
         nk = len(keys_inner)
         value_t = types[-1]
-        corr_preds = [ast.BinaryOp("=", positional(o), positional(width + j)) for j, o in enumerate(keys_outer)]
-        # reorder so the value is column 0 of the right side
         proj = tuple([positional(nk)] + [positional(j) for j in range(nk)])
         node = L.Project(node, proj, (value_t,) + tuple(types[:nk]), names=("value",) + tuple(names[:nk]))
         corr_preds = [ast.BinaryOp("=", positional(o), positional(width + 1 + j)) for j, o in enumerate(keys_outer)]

@@ -9,7 +9,7 @@ references are positional: ``ColumnRef("$3")`` is column 3 of the node's input (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from dsms.cql.ast import Expr
 
@@ -267,11 +267,6 @@ class Changelog(_Unary):
     @property
     def types(self) -> tuple[str, ...]:
         return self.child.types
-
-
-def with_names(node, names: tuple[str, ...]):
-    """The same node under other output names (names never change what is computed)."""
-    return replace(node, names=tuple(names))
 
 
 def walk(node):
