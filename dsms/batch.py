@@ -39,24 +39,29 @@ class Heartbeat:
 class Batch:
     """A run of elements in timestamp order. Columns are positional; ``len(batch)`` is the row count."""
 
-    __slots__ = ("ts", "sign", "cols")
+    __slots__ = ("ts", "sign", "cols", "_nbytes")
 
     def __init__(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray]) -> None:
         self.ts = ts
         self.sign = sign
         self.cols = cols
+        self._nbytes: int | None = None
 
     def __len__(self) -> int:
         return len(self.ts)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held, counting a Python string by its length plus the object header it costs."""
+        """Bytes held, counting a Python string by its length plus the object header it costs. Computed once:
+        a queue asks when it takes the batch and again when it lets it go."""
+        if self._nbytes is not None:
+            return self._nbytes
         total = self.ts.nbytes + self.sign.nbytes
         for c in self.cols:
             total += c.nbytes
             if c.dtype == object:
                 total += sum(len(s) + 49 for s in c.tolist()) if len(c) < 4096 else 57 * len(c)
+        self._nbytes = total
         return total
 
     @property
