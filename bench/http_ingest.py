@@ -1,14 +1,30 @@
 """HTTP ingest benchmark (SPEC section 11): end-to-end tuples/s through a real ``dsms serve`` (columnar msgpack
-batches in, ``SELECT * FROM S WHERE v >= 0`` in the engine, one NDJSON reader out) beside the ceiling of this
-machine, a bare aiohttp server that accepts and discards the same bytes; and ingest-to-result latency (p50, p99)
-at fixed offered rates.
+batches in, ``SELECT * FROM S WHERE v >= 0`` in the engine, one NDJSON reader out) beside baselines measured in
+the same run with the same request stream; and ingest-to-result latency (p50, p99) at fixed offered rates.
 
-    python bench/http_ingest.py [--json PATH] [--seconds S] [--rates 10000,50000,100000]
+    python bench/http_ingest.py [--json PATH] [--seconds S] [--rates 10000,50000,100000] [--random-values]
 
-Both servers run as subprocesses on loopback; the client is this process (asyncio + aiohttp), so on a
-2-core machine client and server share the CPU: the ratio e2e/ceiling is the figure to read, not the absolute
-rate. Latency of a batch is measured from just before its request is sent to the arrival of its last result
-line at the reader (the select keeps order, so counting lines suffices).
+Stages, each driven by the same client sending the same bodies over the same number of connections:
+
+* ``ceiling``: a bare aiohttp server that reads each body and discards it (no decoding, no work at all). It is
+  the rate at which this machine can move the bytes, and shows that the client can send far faster than dsms
+  can take: the client is not the bottleneck.
+* ``ingest``: dsms with the stream registered and no query: decode, validate, archive (group commit) and
+  hand to the engine, which has nobody to give it to.
+* ``query``: the select query registered, no reader: the engine runs the plan and results fill the retention
+  ring, but nobody asks for them as JSON.
+* ``e2e``: the same with one NDJSON reader (the figure issue 3 is about).
+
+For each stage the bench reports tuples/s and the CPU time the server process and the client process used
+(from ``/proc``), so the cost of each step is visible as server microseconds per tuple, and whether the client
+kept up (its CPU share) can be read too. Both servers are subprocesses on loopback and the client is this
+process (asyncio + aiohttp): on a 2-core machine client and server share the CPU.
+
+Latency of a batch is measured from just before its request is sent to the arrival of its last result line at
+the reader (the select keeps order, so counting lines suffices).
+
+``--random-values`` sends full-precision random floats and large integers instead of the default small whole
+numbers, which the JSON encoder formats faster (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -17,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -44,6 +61,8 @@ app.router.add_get("/system", ok)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -51,14 +70,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_body(n: int, seed: int) -> bytes:
+def make_body(n: int, seed: int, random_values: bool = False) -> bytes:
     """A columnar msgpack batch without timestamps (the server stamps arrival time), so concurrent senders
     can never be refused for going back in time."""
+    if random_values:
+        rng = random.Random(seed)
+        return msgpack.packb({"cols": {
+            "k": [rng.randrange(1 << 40) for _ in range(n)],
+            "v": [rng.random() * 1000 for _ in range(n)],
+            "tag": ["abcdefgh"[(seed + i) % 8] * 4 for i in range(n)],
+        }})
     return msgpack.packb({"cols": {
         "k": [(seed + i) % 100 for i in range(n)],
         "v": [float((seed * 31 + i) % 1000) for i in range(n)],
         "tag": ["abcdefgh"[(seed + i) % 8] * 4 for i in range(n)],
     }})
+
+
+def proc_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) used so far by process ``pid``; None where /proc is missing."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 async def wait_up(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -101,15 +136,40 @@ async def blast(url: str, body: bytes, rows: int, seconds: float, concurrency: i
 
 
 class Reader:
-    """Counts result lines of one NDJSON results stream; records when each cumulative count was reached."""
+    """Counts result lines of one NDJSON results stream; records when each cumulative count was reached.
+
+    Lines are counted in place in each received chunk (no copy of the stream), heartbeat and gap lines are
+    told apart by their first bytes; only a line cut by a chunk boundary is reassembled."""
 
     def __init__(self) -> None:
         self.lines = 0
         self.missed = 0
         self.marks: list[tuple[int, float]] = []     # (cumulative lines wanted, arrival time) filled on demand
         self._want: list[int] = []
-        self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
+
+    def _feed(self, chunk: bytes, tail: bytes) -> bytes:
+        first = chunk.find(b"\n")
+        if first < 0:
+            return tail + chunk
+        if tail:                                      # the line that started in the previous chunk
+            self._count(tail + chunk[:first + 1], 0, first + 1 + len(tail))
+        else:
+            self._count(chunk, 0, first + 1)
+        last = chunk.rfind(b"\n")
+        if last > first:
+            self._count(chunk, first + 1, last + 1)
+        return chunk[last + 1:]
+
+    def _count(self, data: bytes, lo: int, hi: int) -> None:
+        n = data.count(b"\n", lo, hi)
+        special = data.count(b'{"heartbeat"', lo, hi)
+        if data.find(b'{"gap"', lo, hi) >= 0:
+            for line in data[lo:hi].split(b"\n"):
+                if line.startswith(b'{"gap"'):
+                    self.missed += json.loads(line)["gap"]["missed"]
+                    special += 1
+        self.lines += n - special
 
     async def run(self, url: str, qid: str) -> None:
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
@@ -118,20 +178,11 @@ class Reader:
                 self._ready.set()
                 tail = b""
                 async for chunk in r.content.iter_any():
-                    data = tail + chunk
-                    cut = data.rfind(b"\n")
-                    if cut < 0:
-                        tail = data
-                        continue
-                    body, tail = data[:cut + 1], data[cut + 1:]
-                    if b'"gap"' in body:
-                        for line in body.split(b"\n"):
-                            if line.startswith(b'{"gap"'):
-                                self.missed += json.loads(line)["gap"]["missed"]
-                    self.lines += body.count(b"\n") - body.count(b'{"heartbeat"') - body.count(b'{"gap"')
-                    now = time.perf_counter()
-                    while self._want and self.lines + self.missed >= self._want[0]:
-                        self.marks.append((self._want.pop(0), now))
+                    tail = self._feed(chunk, tail)
+                    if self._want:
+                        now = time.perf_counter()
+                        while self._want and self.lines + self.missed >= self._want[0]:
+                            self.marks.append((self._want.pop(0), now))
 
     def expect(self, cumulative: int) -> None:
         self._want.append(cumulative)
@@ -143,6 +194,38 @@ class Reader:
         return self.lines + self.missed >= n
 
 
+class Meter:
+    """Wall time and the CPU time of the server process and of this (client) process over one stage."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def __enter__(self) -> Meter:
+        self.t0, self.c0, self.s0 = time.perf_counter(), time.process_time(), proc_cpu(self.pid)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        s1 = proc_cpu(self.pid)
+        self.wall = time.perf_counter() - self.t0
+        self.client_cpu = time.process_time() - self.c0
+        self.server_cpu = None if s1 is None or self.s0 is None else s1 - self.s0
+
+    def figures(self, tuples: int) -> dict:
+        out = {"tps": round(tuples / self.wall), "tuples": tuples, "seconds": round(self.wall, 3),
+               "client_cpu_share": round(self.client_cpu / self.wall, 3)}
+        if self.server_cpu is not None:
+            out["server_cpu_share"] = round(self.server_cpu / self.wall, 3)
+            out["server_us_per_tuple"] = round(self.server_cpu * 1e6 / max(tuples, 1), 3)
+        out["client_us_per_tuple"] = round(self.client_cpu * 1e6 / max(tuples, 1), 3)
+        return out
+
+
+async def measure_blast(url: str, pid: int, args: argparse.Namespace, body: bytes) -> dict:
+    with Meter(pid) as m:
+        sent, _ = await blast(url, body, args.batch, args.seconds, args.concurrency)
+    return m.figures(sent)
+
+
 async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes]) -> dict:
     data = Path(tempfile.mkdtemp(prefix="dsms-bench-"))
     port = free_port()
@@ -152,31 +235,33 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes]) -> dict
                              str(data / "d"), "--fsync", args.fsync], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out: dict = {}
+    body = bodies[args.batch]
     try:
         await wait_up(url, proc)
         async with aiohttp.ClientSession() as s:
             async with s.post(url + "/cql", data="REGISTER STREAM s (k INT, v FLOAT, tag STRING)") as r:
                 assert r.status == 200, await r.text()
+            out["ingest"] = await measure_blast(url, proc.pid, args, body)
             async with s.post(url + "/queries", json={"cql": "SELECT * FROM s WHERE v >= 0"}) as r:
                 qid = (await r.json())["id"]
+            out["query"] = await measure_blast(url, proc.pid, args, body)
         reader = Reader()
         rtask = asyncio.create_task(reader.run(url, qid))
         await asyncio.wait_for(reader._ready.wait(), 10)
-        # end to end, as fast as it goes
+        # end to end, as fast as it goes: until the reader has every acknowledged tuple
         base = reader.lines
-        t0 = time.perf_counter()
-        sent, _ = await blast(url, bodies[args.batch], args.batch, args.seconds, args.concurrency)
-        await reader.until(base + sent, 60)
-        elapsed = time.perf_counter() - t0
-        out["e2e_tps"] = (reader.lines + reader.missed - base) / elapsed
-        out["e2e_sent"] = sent
+        with Meter(proc.pid) as m:
+            sent, _ = await blast(url, body, args.batch, args.seconds, args.concurrency)
+            await reader.until(base + sent, 60)
+        out["e2e"] = m.figures(reader.lines + reader.missed - base)
+        out["e2e"]["acknowledged"] = sent
         out["e2e_missed"] = reader.missed
         # latency at fixed offered rates: one batch every 10 ms
         out["latency_ms"] = {}
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as s:
             for rate in args.rates:
                 rows = max(1, rate // 100)
-                body = bodies.get(rows) or make_body(rows, 7)
+                body = bodies.get(rows) or make_body(rows, 7, args.random_values)
                 sends: list[float] = [0.0] * int(args.latency_seconds * 100)
                 acks = 0
                 start_lines = reader.lines + reader.missed
@@ -223,49 +308,60 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes]) -> dict
     return out
 
 
-async def ceiling_bench(args: argparse.Namespace, body: bytes) -> float:
+async def ceiling_bench(args: argparse.Namespace, body: bytes) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         await wait_up(url, proc)
-        sent, elapsed = await blast(url, body, args.batch, args.seconds, args.concurrency)
-        return sent / elapsed
+        return await measure_blast(url, proc.pid, args, body)
     finally:
         proc.terminate()
         proc.wait(10)
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    bodies = {args.batch: make_body(args.batch, 1)}
+    bodies = {args.batch: make_body(args.batch, 1, args.random_values)}
     for rate in args.rates:
-        bodies.setdefault(max(1, rate // 100), make_body(max(1, rate // 100), 3))
+        bodies.setdefault(max(1, rate // 100), make_body(max(1, rate // 100), 3, args.random_values))
     ceiling = await ceiling_bench(args, bodies[args.batch])
     res = await dsms_bench(args, bodies)
-    return {"e2e_tps": round(res["e2e_tps"]), "ceiling_tps": round(ceiling),
-            "ratio": round(res["e2e_tps"] / ceiling, 4) if ceiling else None,
-            "latency_ms": res["latency_ms"], "batch_rows": args.batch, "concurrency": args.concurrency,
-            "fsync": args.fsync, "e2e_missed": res["e2e_missed"],
-            "engine_slice_ms_max": res.get("engine_slice_ms_max")}
+    e2e = res["e2e"]["tps"]
+    return {"e2e_tps": e2e, "ceiling_tps": ceiling["tps"],
+            "ratio": round(e2e / ceiling["tps"], 4) if ceiling["tps"] else None,
+            "ingest_tps": res["ingest"]["tps"], "query_tps": res["query"]["tps"],
+            "ratio_to_ingest": round(e2e / res["ingest"]["tps"], 3) if res["ingest"]["tps"] else None,
+            "stages": {"ceiling": ceiling, "ingest": res["ingest"], "query": res["query"], "e2e": res["e2e"]},
+            "latency_ms": res["latency_ms"], "batch_rows": args.batch, "body_bytes": len(bodies[args.batch]),
+            "concurrency": args.concurrency, "fsync": args.fsync, "random_values": args.random_values,
+            "e2e_missed": res["e2e_missed"], "engine_slice_ms_max": res.get("engine_slice_ms_max"),
+            "cpus": os.cpu_count()}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", help="write the figures to this file")
-    p.add_argument("--seconds", type=float, default=6.0, help="length of the throughput runs")
+    p.add_argument("--seconds", type=float, default=6.0, help="length of each throughput run")
     p.add_argument("--latency-seconds", type=float, default=4.0, help="length of each fixed-rate run")
     p.add_argument("--batch", type=int, default=5000, help="rows per request in the throughput runs")
     p.add_argument("--concurrency", type=int, default=4, help="requests in flight in the throughput runs")
     p.add_argument("--rates", default="10000,50000,100000", help="offered rates for latency, tuples/s")
     p.add_argument("--fsync", default="group", choices=("always", "group", "never"))
+    p.add_argument("--random-values", action="store_true",
+                   help="random full-precision floats and 40-bit ints instead of small whole numbers")
     args = p.parse_args(argv)
     args.rates = [int(x) for x in args.rates.split(",") if x]
     out = asyncio.run(main_async(args))
-    print(f"{'measure':<34}{'value':>14}")
-    print(f"{'bare aiohttp ceiling (tuples/s)':<34}{out['ceiling_tps']:>14,}")
-    print(f"{'dsms end to end (tuples/s)':<34}{out['e2e_tps']:>14,}")
-    print(f"{'ratio e2e / ceiling':<34}{out['ratio']:>14}")
+    print(f"{'stage':<34}{'tuples/s':>12}{'server us/tuple':>17}{'server CPU':>12}{'client CPU':>12}")
+    labels = {"ceiling": "bare aiohttp ceiling", "ingest": "dsms ingest only (no query)",
+              "query": "dsms + select, no reader", "e2e": "dsms end to end (NDJSON reader)"}
+    for key, label in labels.items():
+        f = out["stages"][key]
+        print(f"{label:<34}{f['tps']:>12,}{f.get('server_us_per_tuple', float('nan')):>17.3f}"
+              f"{f.get('server_cpu_share', float('nan')):>12.2f}{f['client_cpu_share']:>12.2f}")
+    print(f"{'ratio e2e / ceiling':<34}{out['ratio']:>12}")
+    print(f"{'ratio e2e / ingest only':<34}{out['ratio_to_ingest']:>12}")
     for rate, v in out["latency_ms"].items():
         print(f"{'latency @ ' + format(int(rate), ',') + '/s p50 / p99 ms':<34}{v['p50']:>7} /{v['p99']:>6}")
     if args.json:

@@ -72,3 +72,8 @@ class Catalog:
 
     def remove(self, name: str) -> None:
         del self.objects[name.lower()]
+
+    def dependents(self, name: str) -> list[str]:
+        """Names (or ids) of the registered queries and views that read ``name``."""
+        k = name.lower()
+        return [q.name or q.id for q in self.objects.values() if isinstance(q, QueryDef) and k in q.depends_on]

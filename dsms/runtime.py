@@ -95,12 +95,15 @@ class RuntimeFailure(DsmsError):
 
 
 class ResultChunk:
-    """One result batch as plain lists, shared by the retention ring and every subscriber; the bytes of each
-    output format are computed once and cached, however many readers want them."""
+    """One result batch, shared by the retention ring and every subscriber; the bytes of each output format
+    are computed once and cached, however many readers want them.
+
+    ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
+    lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
 
     __slots__ = ("names", "ts", "sign", "cols", "_enc")
 
-    def __init__(self, names: list[str], ts: list[int], sign: list[int], cols: list[list]) -> None:
+    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any]) -> None:
         self.names = names
         self.ts = ts
         self.sign = sign
@@ -109,26 +112,30 @@ class ResultChunk:
 
     @classmethod
     def from_batch(cls, names: list[str], b: Batch) -> ResultChunk:
-        return cls(names, b.ts.tolist(), b.sign.tolist(), [c.tolist() for c in b.cols])
+        return cls(names, b.ts, b.sign, list(b.cols))
 
     def __len__(self) -> int:
         return len(self.ts)
 
     @property
     def first_ts(self) -> int:
-        return self.ts[0]
+        return int(self.ts[0])
 
     @property
     def last_ts(self) -> int:
-        return self.ts[-1]
+        return int(self.ts[-1])
 
     def since(self, from_ts: int) -> ResultChunk | None:
-        """The elements with ts >= from_ts (None when there are none)."""
-        if self.ts[0] >= from_ts:
+        """The elements with ts >= from_ts (None when there are none); timestamps never decrease."""
+        if self.first_ts >= from_ts:
             return self
-        i = next((k for k, t in enumerate(self.ts) if t >= from_ts), None)
-        if i is None:
+        i = int(np.searchsorted(np.asarray(self.ts), from_ts, side="left"))
+        if i >= len(self):
             return None
+        return self.cut(i)
+
+    def cut(self, i: int) -> ResultChunk:
+        """The elements from position ``i`` on (numpy slices are views: no element is copied)."""
         return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols])
 
     def encode(self, encoder: Any) -> bytes:
@@ -139,8 +146,13 @@ class ResultChunk:
         return data
 
     def elements(self) -> list[Element]:
-        return [Element(t, s, dict(zip(self.names, vals)))
-                for t, s, *vals in zip(self.ts, self.sign, *self.cols)]
+        ts, sign, cols = _plain(self.ts), _plain(self.sign), [_plain(c) for c in self.cols]
+        return [Element(t, s, dict(zip(self.names, vals))) for t, s, *vals in zip(ts, sign, *cols)]
+
+
+def _plain(values: Any) -> list:
+    """A column as a list of Python values."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 @dataclass
@@ -262,9 +274,8 @@ class _QueryState:
         while self.ring_elements - len(self.ring[0]) >= self.retention:
             self.ring_elements -= len(self.ring.popleft())
         if self.ring_elements > self.retention:          # cut the oldest chunk to fit exactly
-            head = self.ring[0]
             cut = self.ring_elements - self.retention
-            self.ring[0] = ResultChunk(head.names, head.ts[cut:], head.sign[cut:], [c[cut:] for c in head.cols])
+            self.ring[0] = self.ring[0].cut(cut)
             self.ring_elements -= cut
 
     def set_retention(self, n: int) -> None:
@@ -768,8 +779,8 @@ class Runtime:
             log.error("archive append for %s failed: %s", key, e)
             raise RuntimeFailure(f"the input could not be archived, nothing was accepted: {e}") from None
         try:
-            if n:
-                self.engine.push(obj.name, dict(zip(names, cols)), ts)
+            if n:   # validated above by the engine's own rules (typed_columns, check_timestamps): apply as is
+                self.engine.apply(obj.name, Batch(ts, np.ones(n, dtype=np.int8), cols))
             if hb is not None:
                 self.engine.heartbeat(hb, obj.name)
         except DsmsError as e:   # validated above, so this is a disagreement between runtime and engine
@@ -888,11 +899,20 @@ class Runtime:
         return fut
 
     async def _group_commit(self) -> None:
+        """fsync at most once every ``group_delay`` and acknowledge every request appended before it began.
+
+        A commit starts as soon as something waits for it and ``group_delay`` has passed since the previous one
+        began: an idle server acknowledges after one fsync, a busy one gathers into each fsync what arrived
+        during the previous one and the delay, and the rate of fsyncs stays bounded either way."""
         assert self._sync_event is not None
+        loop = asyncio.get_running_loop()
+        last = -float("inf")
         while True:
             await self._sync_event.wait()
-            if self.group_delay > 0:
-                await asyncio.sleep(self.group_delay)   # gather the requests of the next few ms into one fsync
+            wait = last + self.group_delay - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)   # gather the requests of the next few ms into this fsync
+            last = loop.time()
             self._sync_event.clear()
             waiters, self._sync_waiters = self._sync_waiters, []
             try:

@@ -271,6 +271,30 @@ def test_group_commit_acknowledges_after_fsync(tmp_path: Path) -> None:
     run(main())
 
 
+def test_group_commit_starts_at_once_when_idle_and_at_most_once_per_delay(tmp_path: Path) -> None:
+    """An idle server fsyncs at once; a busy one never fsyncs more often than every group_delay_ms, and each
+    fsync covers every request appended before it began (nothing is acknowledged before it is durable)."""
+    async def main():
+        rt = make(tmp_path, **{"archive.fsync": "group", "archive.group_delay_ms": 400})
+        await rt.start()
+        rt.execute("REGISTER STREAM s (a INT)")
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await rt.ingest("s", [{"a": 0}], 0)
+        first = loop.time() - t0
+        assert first < 0.3, first                     # no 400 ms wait on an idle server
+        assert rt.archive.stats()["unsynced_appends"] == 0
+        syncs = rt.archive.stats()["syncs"]
+        t1 = loop.time()
+        await asyncio.gather(*(rt.ingest("s", [{"a": i}], i) for i in range(1, 30)))
+        assert loop.time() - t0 >= 0.39               # the next fsync waited for the delay...
+        st = rt.archive.stats()
+        assert st["syncs"] == syncs + 1 and st["unsynced_appends"] == 0   # ...and covered all 29 requests
+        assert loop.time() - t1 < 0.4 + 0.3
+        await rt.stop()
+    run(main())
+
+
 def test_mqtt_sources_never_take_the_runtime_down(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ overloaded (with Retry-After). Anything unexpected is logged and becomes a 500 J
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import logging
@@ -135,8 +136,9 @@ async def size_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+@functools.lru_cache(maxsize=64)
 def is_loopback(host: str) -> bool:
-    """Whether the server's listening address only admits local clients."""
+    """Whether the server's listening address only admits local clients (cached: asked on every request)."""
     if host in ("localhost", "localhost.localdomain"):
         return True
     try:

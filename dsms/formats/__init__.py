@@ -372,7 +372,7 @@ class Encoder:
     name: str
     content_type: str
     head: Any
-    elements: Any          # (names, ts list, sign list, column lists) -> bytes
+    elements: Any          # (names, ts, sign, columns) -> bytes; each a list or a 1-d numpy array
     heartbeat: Any         # ts -> bytes
     gap: Any               # (missed, from_ts, to_ts) -> bytes
     tail: Any

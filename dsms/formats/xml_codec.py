@@ -109,7 +109,13 @@ def column_text(values: list) -> list[str]:
 _el_templates: dict[tuple[str, ...], str] = {}
 
 
-def _elements(names: list[str], ts: list[int], sign: list[int], cols: list[list]) -> bytes:
+def _plain(values: Any) -> list:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def _elements(names: list[str], ts: Any, sign: Any, cols: list[Any]) -> bytes:
+    """Result elements (columns as lists or numpy arrays) as ``<element>`` lines."""
+    ts, sign, cols = _plain(ts), _plain(sign), [_plain(c) for c in cols]
     key = tuple(names)
     template = _el_templates.get(key)
     if template is None:
