@@ -33,7 +33,9 @@ INF = math.inf
 class SchedOperator(Protocol):
     """What a policy may look at: ``dsms.operators.base.Operator`` has all of it, and so do the simulator's
     toy operators in ``tests/scheduler``. Queues offer ``.tuples``, ``.bytes``, ``.oldest_ts()``, ``.full()``,
-    ``.capacity``; readers offer ``.pending()`` (items) and ``.peek_rows()`` (rows)."""
+    ``.capacity``; readers offer ``.pending()`` (items) and ``.peek_rows()`` (rows), optionally ``.oldest_ts()``
+    and ``.stamps()``. Optional on the operator: ``held_stamps()`` ((timestamp, rows) of what it holds until
+    its frontier passes it) and ``tuples_in`` (rows consumed so far), both read by Chain-Flush."""
 
     id: str
     readers: list
@@ -68,6 +70,7 @@ class Topology:
         self.consumers = {id(op): [c for c, _ in self.readers_of.get(id(op.output), ())] for op in self.ops}
         self.queues = {id(q): q for op in self.ops for q in (*op.input_queues, op.output)}
         self.depth = self._depths()
+        self._upstream: dict[int, frozenset[int]] = {}
 
     def _depths(self) -> dict[int, int]:
         # Kahn's algorithm, so a plan listed out of order still gets the right depths.
@@ -82,6 +85,21 @@ class Topology:
                 if missing[id(c)] == 0:
                     todo.append(c)
         return depth
+
+    def upstream(self, op: SchedOperator) -> frozenset[int]:
+        """Ids of ``op`` and of every operator feeding it, directly or not: the runs that can move an item
+        towards ``op`` (and so advance its input frontier)."""
+        key = id(op)
+        got = self._upstream.get(key)
+        if got is None:
+            seen, todo = {key}, [op]
+            while todo:
+                for p in self.producers.get(id(todo.pop()), ()):
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        todo.append(p)
+            got = self._upstream[key] = frozenset(seen)
+        return got
 
     def is_sink(self, op: SchedOperator) -> bool:
         """The operator's output leaves the scheduled plan (a query result): it frees everything it reads."""
@@ -105,6 +123,14 @@ def oldest_pending(op: SchedOperator) -> float:
         if ts is not None and ts < best:
             best = ts
     return best
+
+
+def held_stamps(op: SchedOperator) -> list[tuple[float, float]]:
+    """(timestamp, rows) of what ``op`` holds internally until its input frontier passes it (an aggregate's
+    rows of an instant not final yet, a join's deltas waiting for the other input, a sink's instant); empty
+    for an operator without ``held_stamps()`` (it is optional in ``SchedOperator``)."""
+    f = getattr(op, "held_stamps", None)
+    return f() if f is not None else []
 
 
 def release_share(op: SchedOperator, reader: Any, topo: Topology, queue: Any, budget: int) -> float:

@@ -11,32 +11,86 @@ behind the newest input. A driver with a clock of its own (the simulator in ``te
 with a processing-time clock) passes ``clock=``. ``cost_scale`` converts ``cost_ns_per_tuple`` into clock
 units for the look-ahead: by default 1 with a driver's clock (it counts the units the costs are measured in,
 as the simulator does) and 0 with application time, which stands still while the engine runs.
+
+What waits. Items in the queues (``QueueReader.stamps()``), and rows an operator holds internally until its
+input frontier passes them (``held_stamps()``: an aggregate's rows of an instant that is not final yet, a
+join's deltas waiting for its other input, a sink's buffered instant). Held rows are released only by a run
+of their operator that advances its frontier, i.e. by an item reaching it from upstream; when nothing
+upstream has anything waiting they wait for time (the next element or heartbeat), which no schedule can
+shorten, so they never start a flush.
+
+Costs. With a clock, the look-ahead uses what runs cost on that clock, measured by the policy on the runs it
+picked (``RunCosts``: clock time per row read, every run counted, those that only carried heartbeats
+included, and rows written per row read), not the operators' own statistics. On the engine those miss the
+runs that only carry heartbeats and the bookkeeping around each run (measured on
+``bench/scheduler_memory.py``: they account for 60-75% of the CPU time), and average per-run ratios, which
+operators that hold rows skew. Until an operator has been timed, its ``cost_ns_per_tuple`` x ``cost_scale``
+and ``selectivity`` are used (all the simulator's toy operators offer, so nothing changes there).
+
+Cost of deciding. The exact test reads every waiting item, so it costs in proportion to the backlog: on the
+engine with budget 2 it took 100-400 us per pick during bursts, ten times an operator run, and (although the
+benchmark's clock does not count it) slowed the operators' own runs by 20-50% through the caches. It now runs
+only when two cheap bounds cannot settle the pick, and a flush keeps its target until it is done or the clock
+has moved by the margin ``headroom * latency_bound``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from control_tables import Knob, Stat
 
-from .base import SchedOperator, oldest_pending
+from .base import SchedOperator, held_stamps, oldest_pending
 from .chain import ChainPolicy
+
+MEASURE_DECAY = 0.98            # per run: about the last 50 runs of an operator count
+RETAIL_EVERY = 32               # runs between two recomputations of the tail times from the measured costs
+RESCAN_EVERY = 64               # flush picks between two full scans while a flush target stands
+
+
+class RunCosts:
+    """What one operator's runs cost on the policy's clock, from the runs the policy timed: clock time per row
+    read and rows written per row read, as ratios of exponentially decayed sums over its runs (recent runs
+    count most). Runs that only carried heartbeats count with their time and no rows, so heartbeats and the
+    overhead of each run are spread over the rows; a ratio of sums, unlike the operators' averages of
+    per-run ratios, is not skewed by an operator that holds rows and releases them in a later run."""
+
+    __slots__ = ("out", "rows", "time")
+
+    def __init__(self) -> None:
+        self.time = self.rows = self.out = 0.0
+
+    def add(self, took: float, rows: float, out: float) -> None:
+        d = MEASURE_DECAY
+        self.time = self.time * d + took
+        self.rows = self.rows * d + rows
+        self.out = self.out * d + out
+
+    def row_cost(self, fallback: float) -> float:
+        return self.time / self.rows if self.rows >= 1.0 else fallback
+
+    def selectivity(self, fallback: float) -> float:
+        return self.out / self.rows if self.rows >= 1.0 else fallback
 
 
 class ChainFlushPolicy(ChainPolicy):
     """Chain, except that batches at risk of waiting longer than ``latency_bound`` are flushed FIFO-style.
 
-    At each pick the policy estimates, for every waiting batch, when it would be out under FIFO from now on:
-    its wait so far, plus the processing time of everything no newer than it, plus its own and one run in
-    progress (runs are not preempted), from the measured costs and selectivities (Chain's ``tail_time``:
-    time per input tuple until all it leads to has left the plan, every branch of a fan-out included). If
-    any batch would exceed the bound, the ready operator holding the oldest batch runs (the deepest one on a
-    tie) until no batch is at risk; chain priorities and the user ``priority`` knob wait, the bound comes
-    first. Otherwise Chain decides. The bound holds when it is feasible (at least the FIFO latency of the
-    workload) and the estimates are good; it is a target, not a guarantee, when costs change faster than
-    the statistics follow.
+    At each pick the policy estimates, for everything waiting, when it would be out under FIFO from now on:
+    its wait so far, plus the processing time of everything ahead of it in FIFO order, plus its own and one
+    run in progress (runs are not preempted), from the measured costs and selectivities (time per input row
+    until all it leads to has left the plan, every branch of a fan-out included, ``flush_tail``).
+    Waiting are queued items and the rows operators hold internally (``held_stamps``); held rows come out
+    in FIFO order once the first item newer than them has reached their operator, so they are placed at the
+    oldest item waiting upstream of it. If anything would exceed the bound, the ready operator holding the
+    oldest item at or before the newest one at risk runs (the deepest one on a tie), or, for held rows, the
+    one upstream of their operator that does (it carries the item that releases them), until nothing is at
+    risk; chain priorities and the user ``priority`` knob wait, the bound comes first. Otherwise Chain
+    decides. The bound holds when it is feasible (at least the FIFO latency of the workload) and the
+    estimates are good; it is a target, not a guarantee, when costs change faster than the statistics follow.
     """
 
     name = "chain_flush"
@@ -51,89 +105,242 @@ class ChainFlushPolicy(ChainPolicy):
                     doc="flush once a batch is estimated to exceed (1 - headroom) * latency_bound, a margin "
                         "for the error of measured costs")
     flushes = Stat(int, default=0, unit="picks", doc="picks made in flush mode")
+    scans = Stat(int, default=0, unit="scans", doc="full scans of every waiting item (the costly part of a pick)")
+    held_flushes = Stat(int, default=0, unit="picks",
+                        doc="flush picks made while rows an operator holds are at risk (their releasers run)")
 
     def __init__(self, *, clock: Callable[[], float] | None = None, **knobs: Any) -> None:
         super().__init__(**knobs)
         self.clock = clock
         self.longest_run = 0.0
+        self.flush_tail: dict[int, float] = {}     # clock time per input row until all it leads to is out
+        self._costs: dict[int, RunCosts] = {}
+        self._held: dict[int, list] = {}           # held_stamps() per operator, until it runs again
+        self._tail_runs = 0
+        self._target: float | None = None         # the flush in progress: its FIFO position ...
+        self._late: list[SchedOperator] = []       # ... and the operators holding rows at or before it
+        self._since_scan = 0                       # flush picks since the scan that set the target
+        self._scanned_at = -math.inf
+        self._slack: tuple[float, ...] | None = None   # the last scan that found no risk (see at_risk)
+        self._unreleased = math.inf                # oldest held row only time could release, at the last scan
         self._run_started: float | None = None
+        self._rows_started: tuple[float | None, float | None] | None = None
 
+    # -- clock and costs ----------------------------------------------------------------------------------
     def now(self) -> float:
         if self.clock is not None:
             return self.clock()
         stamps = [q.last_ts for q in self.topology.queues.values() if getattr(q, "last_ts", None) is not None]
         return max(stamps, default=-math.inf)
 
-    def waiting(self, ready: Sequence[SchedOperator]) -> list[tuple[float, float]]:
-        """Every waiting batch as (timestamp, clock time to process it and all it leads to).
+    def scale(self) -> float:
+        """Clock units per unit of ``cost_ns_per_tuple`` (0: no look-ahead)."""
+        return self.cost_scale if self.cost_scale is not None else (1.0 if self.clock is not None else 0.0)
 
-        A reader with ``stamps()`` (timestamp and rows of each pending item) gives exact figures. Otherwise
-        all of a reader's pending rows are counted at its oldest timestamp: an over-estimate of the wait of
-        its newer items, so the bound still holds, at the price of flushing earlier than needed.
+    def recompute(self) -> None:
+        super().recompute()
+        self.retail()
+
+    def plan_changed(self, ops: Any) -> None:
+        super().plan_changed(ops)
+        self._held = {}
+
+    def held(self, op: SchedOperator) -> list:
+        """``op.held_stamps()``, read once between two runs of ``op``: only its own runs change what it
+        holds (``on_ran`` forgets it)."""
+        got = self._held.get(id(op))
+        if got is None:
+            got = self._held[id(op)] = held_stamps(op)
+        return got
+
+    def retail(self) -> None:
+        """``flush_tail``: Chain's ``tail_time`` in clock units, from the costs measured on the clock
+        (``RunCosts``; before any, the ``cost_ns_per_tuple`` statistic times ``cost_scale`` and the
+        ``selectivity`` statistic)."""
+        topo, costs, scale = self.topology, self.costs(), self.scale()
+        tail: dict[int, float] = {}
+        for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
+            m = self._costs.get(id(op))
+            stat_cost, stat_sel = costs[id(op)] * scale, max(op.selectivity, 0.0)
+            cost = m.row_cost(stat_cost) if m is not None and scale else stat_cost
+            sel = 0.0 if topo.is_sink(op) else m.selectivity(stat_sel) if m is not None else stat_sel
+            tail[id(op)] = cost + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
+        self.flush_tail = tail
+        self._tail_runs = 0
+        self._slack = None                # estimates changed: the next pick scans again
+
+    # -- what waits ---------------------------------------------------------------------------------------
+    def waiting(self, ready: Sequence[SchedOperator], oldest: dict[int, float] | None = None
+                ) -> list[tuple[float, float, float, SchedOperator | None]]:
+        """Everything waiting as (FIFO position, timestamp, clock time to process it and all it leads to,
+        the operator holding it when it is held rows, else None).
+
+        A queued item's position is its timestamp. A reader with ``stamps()`` (timestamp and rows of each
+        pending item) gives exact figures; otherwise all of a reader's pending rows are counted at its oldest
+        timestamp, an over-estimate of the wait of its newer items (the bound still holds, at the price of
+        flushing earlier than needed). Held rows come out once an item newer than them reaches their
+        operator: their position is the oldest item waiting at or above the operator (at least their own
+        timestamp); with nothing waiting there they wait for time and are left out.
         """
-        out = []
-        scale = self.cost_scale if self.cost_scale is not None else (1.0 if self.clock is not None else 0.0)
+        if oldest is None:
+            oldest = {id(op): oldest_pending(op) for op in ready}
+        tail = self.flush_tail
+        out: list[tuple[float, float, float, SchedOperator | None]] = []
         for op in ready:
-            per_tuple = self.tail_time.get(id(op), 0.0) * scale
+            per_tuple = tail.get(id(op), 0.0)
             for q, r in zip(op.input_queues, op.readers):
                 n = r.pending()
                 if not n:
                     continue
                 stamps = getattr(r, "stamps", None)
                 if stamps is not None:
-                    out += [(ts, rows * per_tuple) for ts, rows in stamps()]
+                    out += [(ts, ts, rows * per_tuple, None) for ts, rows in stamps()]
                     continue
                 held = len(q) if hasattr(q, "__len__") else 0
                 rows = q.tuples * n / held if held else r.peek_rows()
-                oldest = oldest_pending(op)
-                out.append((oldest, rows * per_tuple))
+                out.append((oldest[id(op)], oldest[id(op)], rows * per_tuple, None))
+        self._unreleased = math.inf
+        for x in self.topology.ops:
+            held = self.held(x)
+            if not held:
+                continue
+            up = self.topology.upstream(x)
+            release = min((oldest[id(o)] for o in ready if id(o) in up), default=math.inf)
+            if release == math.inf:           # nothing upstream moves: only time can release them
+                self._unreleased = min(self._unreleased, min(ts for ts, _ in held))
+                continue
+            per_tuple = tail.get(id(x), 0.0)
+            out += [(max(ts, release), ts, rows * per_tuple, x) for ts, rows in held]
         return out
 
-    def flush_target(self, now: float, waiting: list[tuple[float, float]]) -> float | None:
-        """The newest timestamp whose batch would finish later than the bound under FIFO from now on, or None.
+    def flush_target(self, now: float, waiting: list[tuple]
+                     ) -> tuple[float | None, list[SchedOperator], float, float]:
+        """The FIFO position of the newest item that would finish later than the bound under FIFO from now
+        on (or None), the operators holding rows at or before it, the latest estimated finish (its wait
+        included) of anything, and the total work.
 
-        Under FIFO a batch is out once every batch no newer than it has been processed, after the run in
-        progress: ``now - ts + (work of batches stamped <= ts) + longest run``.
+        Under FIFO an item is out once everything ahead of it has been processed, after the run in progress:
+        ``now - ts + (work of everything at positions <= its own) + longest run``.
         """
         cum, target, bound = self.longest_run, None, self.latency_bound * (1.0 - self.headroom)
-        for ts, work in sorted(waiting):
+        worst = -math.inf
+        entries = sorted(waiting, key=itemgetter(0, 1))
+        for pos, ts, work, _ in entries:
             cum += work
-            if now - ts + cum > bound:
-                target = ts
-        return target
+            late = now - ts + cum
+            if late > worst:
+                worst = late
+            if late > bound:
+                target = pos
+        total = cum - self.longest_run
+        if target is None:
+            return None, [], worst, total
+        holders = {id(x): x for pos, _, _, x in entries if x is not None and pos <= target}
+        return target, list(holders.values()), worst, total
 
-    def at_risk(self, now: float, ready: Sequence[SchedOperator]) -> float | None:
-        """``flush_target`` of the batches waiting before ``ready``; first a cheap upper bound (every held
-        tuple of every input, at the oldest stamp anywhere) that settles most picks without a queue scan."""
-        scale = self.cost_scale if self.cost_scale is not None else (1.0 if self.clock is not None else 0.0)
-        oldest, work = math.inf, self.longest_run
+    def at_risk(self, now: float, ready: Sequence[SchedOperator], oldest: dict[int, float] | None = None
+                ) -> tuple[float | None, list[SchedOperator]]:
+        """``flush_target`` of what waits, without its full scan when cheaper tests settle it.
+
+        The scan reads every waiting item, so it costs in proportion to the backlog, i.e. most when the
+        processor is busiest; two cheap tests avoid most of them. First an upper bound: every queued tuple
+        and every held row, at the oldest stamp anywhere. Then the slack the last scan left: what was waiting
+        then has aged by the clock time since, and its work ahead in FIFO order has not grown (arrivals queue
+        behind it), so it is safe while that time is below the slack; what arrived since (and held rows only
+        time could release at the scan) has at most all the work of the scan plus what was added since ahead
+        of it, and has waited at most that time (or as long as those held rows).
+        """
+        if oldest is None:
+            oldest = {id(op): oldest_pending(op) for op in ready}
+        tail = self.flush_tail
+        first, work = min(oldest.values(), default=math.inf), 0.0
         for op in ready:
-            oldest = min(oldest, oldest_pending(op))
-            work += sum(q.tuples for q in op.input_queues) * self.tail_time.get(id(op), 0.0) * scale
-        if now - oldest + work <= self.latency_bound * (1.0 - self.headroom):
-            return None
-        return self.flush_target(now, self.waiting(ready))
+            work += sum(q.tuples for q in op.input_queues) * tail.get(id(op), 0.0)
+        for x in self.topology.ops:
+            for ts, rows in self.held(x):
+                first = min(first, ts)
+                work += rows * tail.get(id(x), 0.0)
+        bound = self.latency_bound * (1.0 - self.headroom) - self.longest_run
+        if now - first + work <= bound:
+            self._slack = None
+            return None, []
+        if self._slack is not None:
+            then, slack, unreleased, total, work_then = self._slack
+            if (now - then < slack
+                    and max(now - then, now - unreleased) + total + max(0.0, work - work_then) <= bound):
+                return None, []
+        self.scans += 1
+        self._scanned_at = now
+        target, late, worst, total = self.flush_target(now, self.waiting(ready, oldest))
+        self._slack = None if target is not None else (
+            now, bound + self.longest_run - worst, self._unreleased, total, work)
+        return target, late
 
+    def flush_pick(self, now: float, ready: Sequence[SchedOperator]) -> SchedOperator | None:
+        """The run a flush makes now, or None when nothing is at risk (or only time can help).
+
+        A flush runs, among the ready operators holding an item at or before its target and those upstream
+        of an operator holding rows at or before it, FIFO's choice. It stands until none is left, or the
+        clock has moved by the margin ``headroom * latency_bound`` since its scan (or ``RESCAN_EVERY``
+        picks): then a new scan, which may find a later target.
+        """
+        oldest = {id(op): oldest_pending(op) for op in ready}
+        for _ in range(2):
+            fresh = False
+            if (self._target is None or self._since_scan >= RESCAN_EVERY
+                    or now - self._scanned_at >= self.headroom * self.latency_bound):
+                self._target, self._late = self.at_risk(now, ready, oldest)
+                self._since_scan, fresh = 0, True
+                if self._target is None:
+                    return None
+            target = self._target
+            self._late = [x for x in self._late if any(ts <= target for ts, _ in self.held(x))]
+            up = frozenset().union(*(self.topology.upstream(x) for x in self._late))
+            cands = [o for o in ready if oldest[id(o)] <= target or id(o) in up]
+            if cands:
+                self._since_scan += 1
+                self.held_flushes += bool(self._late)
+                return min(cands, key=self.fifo_key)
+            self._target = None           # this flush is done (or only time can help): look again once
+            if fresh:
+                break
+        return None
+
+    # -- the interface ------------------------------------------------------------------------------------
     def pick(self, ready: Any) -> SchedOperator | None:
         if not ready:
             return None
         self._sync(ready)
         if self._dirty:
             self.recompute()
+        elif self._tail_runs >= RETAIL_EVERY or not self.flush_tail:
+            self.retail()
         now = self.now()
-        target = self.at_risk(now, ready)
-        if target is not None:
+        op = self.flush_pick(now, ready)
+        if op is not None:
             self.picks += 1
             self.flushes += 1
-            holders = [o for o in ready if oldest_pending(o) <= target]
-            op = min(holders or ready, key=self.fifo_key)
         else:
             op = super().pick(ready)
-        self._run_started = now if self.clock is not None else None
+        if self.clock is not None:
+            self._run_started = now
+            self._rows_started = (getattr(op, "tuples_in", None), getattr(op.output, "tuples_in", None))
         return op
 
     def on_ran(self, op: SchedOperator, consumed: int) -> None:
         super().on_ran(op, consumed)
+        self._tail_runs += 1
+        self._held.pop(id(op), None)
         if self._run_started is not None and self.clock is not None:      # a run this policy picked
-            self.longest_run = max(self.longest_run, self.clock() - self._run_started)
+            took = self.clock() - self._run_started
+            self.longest_run = max(self.longest_run, took)
+            rows_in, rows_out = self._rows_started or (None, None)
+            now_in, now_out = getattr(op, "tuples_in", None), getattr(op.output, "tuples_in", None)
+            if rows_in is not None and now_in is not None and self.scale() > 0.0:
+                out = now_out - rows_out if rows_out is not None and now_out is not None else 0.0
+                self._costs.setdefault(id(op), RunCosts()).add(took, now_in - rows_in, out)
         self._run_started = None
+        self._rows_started = None
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "longest_run": self.longest_run}

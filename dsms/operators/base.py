@@ -59,6 +59,12 @@ class Operator(Entity):
     def pending_rows(self) -> int:
         return sum(r.peek_rows() for r in self.readers)
 
+    def held_stamps(self) -> list[tuple[int, int]]:
+        """(timestamp, rows) of what the operator holds internally until its input frontier passes it (read
+        only, for the scheduler: Chain-Flush counts the wait of held rows). Only a run of this operator that
+        advances its frontier releases them. Default: nothing held."""
+        return []
+
     def run(self, budget: int = 1 << 30) -> int:
         """Consume up to ``budget`` queue items (batches or heartbeats). Returns how many were consumed."""
         done = 0
@@ -185,6 +191,15 @@ class FinalInstantsOperator(Operator):
         self.held = [b.slice(cut, len(b))] if cut < len(b) else []
         if cut:
             self.process(b.slice(0, cut) if cut < len(b) else b)
+
+    def held_stamps(self) -> list[tuple[int, int]]:
+        """(timestamp, rows) per instant of the rows held until their instant is final (read only)."""
+        out: list[tuple[int, int]] = []
+        for b in self.held:
+            if len(b):
+                ts, rows = np.unique(b.ts, return_counts=True)
+                out += zip(ts.tolist(), rows.tolist())
+        return out
 
     def process(self, batch: Batch) -> None:
         raise NotImplementedError

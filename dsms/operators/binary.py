@@ -23,6 +23,17 @@ class BinaryOperator(Operator):
     def on_batch(self, i: int, batch: Batch) -> None:
         self.pending[i].append(batch)
 
+    def held_stamps(self) -> list[tuple[int, int]]:
+        """(timestamp, rows) per instant of the deltas held until the other input passes them, each side's in
+        time order (read only)."""
+        out: list[tuple[int, int]] = []
+        for pend in self.pending:
+            for b in pend:
+                if len(b):
+                    ts, rows = np.unique(b.ts, return_counts=True)
+                    out += zip(ts.tolist(), rows.tolist())
+        return out
+
     def on_frontier(self, f: int) -> None:
         parts = []
         for side, pend in enumerate(self.pending[:2]):

@@ -58,6 +58,16 @@ class NettingOperator(Operator):
     def _held_bytes(self) -> int:
         return sum(b.nbytes for b in self.buffer) + deep_bytes(self.state)
 
+    def held_stamps(self) -> list[tuple[int, int]]:
+        """(timestamp, rows) per instant of the deltas buffered until their instant is final (read only); a
+        pending tick of the second input (RSTREAM's instants to report) counts as an instant without rows."""
+        out: list[tuple[int, int]] = []
+        for b in self.buffer:
+            if len(b):
+                ts, rows = np.unique(b.ts, return_counts=True)
+                out += zip(ts.tolist(), rows.tolist())
+        return out + [(int(t), 0) for t in sorted(set(self.tick_times))]
+
     def on_batch(self, i: int, batch: Batch) -> None:
         if i == 0:
             self.buffer.append(batch)
