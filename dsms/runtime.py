@@ -741,6 +741,14 @@ class Runtime:
             await fut
         return d.n
 
+    def _refused(self, c: dict, d: Decoded, e: InputError) -> InputError:
+        """Count a refused request; the error's index is mapped back to the request's own numbering."""
+        c["refused"] += 1
+        self.errors["bad_input"] += 1
+        if e.index is not None and d.index is not None:
+            return InputError(str(e).split(": ", 1)[-1], index=d.item_of(e.index))
+        return e
+
     def _apply_stream(self, stream: str, d: Decoded, nbytes: int) -> asyncio.Future | None:
         obj = self.source(stream, "stream")
         key = obj.name.lower()
@@ -759,13 +767,8 @@ class Runtime:
             if isinstance(d.heartbeat, bool) or (d.heartbeat is not None and not isinstance(d.heartbeat, int)):
                 raise InputError(f"a heartbeat takes an integer timestamp, not {d.heartbeat!r}")
         except InputError as e:
-            c["refused"] += 1
-            self.errors["bad_input"] += 1
-            if e.index is not None and d.index is not None:
-                raise InputError(str(e).split(": ", 1)[-1], index=d.item_of(e.index)) from None
-            raise
-        hb = d.heartbeat if d.heartbeat is not None and (src.frontier is None or d.heartbeat > src.frontier) and \
-            (n == 0 or d.heartbeat > int(ts[-1])) else None
+            raise self._refused(c, d, e) from None
+        hb = _new_heartbeat(d, src.frontier, ts)
         if n == 0 and hb is None:
             return None
         names = [cn for cn, _ in obj.columns]
@@ -824,13 +827,8 @@ class Runtime:
             sign = np.asarray(d.sign if d.sign is not None else [1] * n, dtype=np.int8)
             groups = _validate_updates(obj, src.contents, cols, ts, sign)
         except InputError as e:
-            c["refused"] += 1
-            self.errors["bad_input"] += 1
-            if e.index is not None and d.index is not None:
-                raise InputError(str(e).split(": ", 1)[-1], index=d.item_of(e.index)) from None
-            raise
-        hb = d.heartbeat if d.heartbeat is not None and (src.frontier is None or d.heartbeat > src.frontier) and \
-            (n == 0 or d.heartbeat > int(ts[-1])) else None
+            raise self._refused(c, d, e) from None
+        hb = _new_heartbeat(d, src.frontier, ts)
         if n == 0 and hb is None:
             return None
         names = [cn for cn, _ in obj.columns]
@@ -1309,6 +1307,15 @@ _BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 
 def _fallback_split(text: str, n: int) -> list[str]:
     raise CQLError("cannot split the statements of this request; send them one at a time")
+
+
+def _new_heartbeat(d: Decoded, frontier: int | None, ts: np.ndarray) -> int | None:
+    """The request's heartbeat when it tells the engine something new (past the input's frontier and past the
+    request's own elements), else None."""
+    hb = d.heartbeat
+    if hb is None or (frontier is not None and hb <= frontier) or (len(ts) and hb <= int(ts[-1])):
+        return None
+    return hb
 
 
 def _timestamps(name: str, d: Decoded, n: int, frontier: int | None) -> np.ndarray:
