@@ -53,9 +53,6 @@ class AggregateOp(FinalInstantsOperator):
         self.synopses = [StateSynopsis("groups", lambda: len(self.groups),
                                        lambda: deep_bytes(self.groups) + sum(b.nbytes for b in self.held))]
 
-    @property
-    def size(self) -> int:
-        return len(self.groups)
 
     # ---------------------------------------------------------------- state per aggregate
 

@@ -42,9 +42,6 @@ class JoinOp(BinaryOperator):
         self.key_ids: dict[tuple, int] = {}
         self.int_keys = False
 
-    @property
-    def size(self) -> int:
-        return len(self.sides[0]) + len(self.sides[1])
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
         """An int64 per row, equal for equal join keys across both sides."""

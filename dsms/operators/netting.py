@@ -167,9 +167,6 @@ class ToStreamOp(NettingOperator):
         self.eager = eager and op == "ISTREAM"
         self.drop_all = eager and op == "DSTREAM"     # a relation that never deletes has an empty DSTREAM
 
-    @property
-    def size(self) -> int:
-        return len(self.state)
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.final_net and i == 0:
@@ -230,9 +227,6 @@ class ChangelogOp(NettingOperator):
         self.needs_rows = keep_state
         self.last_instant: int | None = None
 
-    @property
-    def size(self) -> int:
-        return len(self.state)
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:

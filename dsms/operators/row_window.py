@@ -57,6 +57,3 @@ class RowWindowOp(Operator):
                 out = concat([out, Batch(t, -np.ones(cut, dtype=np.int8), gone.cols)])
         self.emit(out)
 
-    @property
-    def size(self) -> int:
-        return self.store.rows()

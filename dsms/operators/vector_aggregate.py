@@ -58,9 +58,6 @@ class VectorAggregateOp(FinalInstantsOperator):
     def _groups_live(self) -> int:
         return int((self.count > 0).sum())
 
-    @property
-    def size(self) -> int:
-        return self._groups_live()
 
     def _gids(self, batch: Batch) -> np.ndarray:
         """Dense group id per row; new groups are appended to the state arrays."""
