@@ -21,6 +21,7 @@ from synopses.rowcodes import row_codes
 from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
+LUT_SPAN = 1 << 16          # integer group keys spanning at most this many values get a direct lookup table
 
 
 def vectorisable(aggs) -> bool:
@@ -45,6 +46,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.sum_float = {a: arg_types[j] == "FLOAT" for j, (f, a, _) in enumerate(aggs) if a in self.sum_cols}
         self.gid_of: dict[tuple, int] = {}
         self._int_table = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        self._lut: tuple[np.ndarray, int] = (np.empty(0, dtype=np.int64), 0)   # key - lo -> group id, or -1
         self.key_cols: list[np.ndarray] = [np.empty(0, dtype=dtypes[i]) for i in range(len(group))]
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
@@ -53,6 +55,7 @@ class VectorAggregateOp(FinalInstantsOperator):
     def _state_bytes(self) -> int:
         return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes
                 + sum(a.nbytes for a in self.sums.values()) + sum(t.nbytes for t in self._int_table)
+                + self._lut[0].nbytes
                 + sum(b.nbytes for b in self.held))
 
     def _groups_live(self) -> int:
@@ -86,7 +89,15 @@ class VectorAggregateOp(FinalInstantsOperator):
         return gid_u[inv.reshape(-1)]
 
     def _int_gids(self, keys: np.ndarray) -> np.ndarray:
-        """Group ids for one integer key column by binary search in a sorted key table (no Python per row)."""
+        """Group ids for one integer key column: a direct lookup table while the known keys span a small
+        range, else a binary search in a sorted key table (no Python per row either way)."""
+        lut, lo = self._lut
+        if len(lut) and len(keys):
+            kmin, kmax = int(keys.min()), int(keys.max())
+            if kmin >= lo and kmax < lo + len(lut):
+                gids = lut[keys - lo]
+                if gids.min() >= 0:
+                    return gids
         uniq, inv = np.unique(keys, return_inverse=True)
         table, gids = self._int_table
         pos = np.searchsorted(table, uniq)
@@ -99,6 +110,11 @@ class VectorAggregateOp(FinalInstantsOperator):
             self._int_table = (allk[o], o.astype(np.int64))
             table, gids = self._int_table
             pos = np.searchsorted(table, uniq)
+            span = int(table[-1]) - int(table[0]) + 1
+            if span <= max(LUT_SPAN, 4 * len(table)):
+                lut = np.full(span, -1, dtype=np.int64)
+                lut[table - table[0]] = gids
+                self._lut = (lut, int(table[0]))
         return gids[pos][inv.reshape(-1)]
 
     def _add_groups(self, keys: list[tuple]) -> None:
@@ -117,7 +133,8 @@ class VectorAggregateOp(FinalInstantsOperator):
     def process(self, batch: Batch) -> None:
         n = len(batch)
         gid = self._gids(batch)
-        order = np.argsort(gid, kind="stable")     # by group; time order (and arrival order) kept within
+        # by group, time order (and arrival order) kept within; small ids sort by radix as int16
+        order = _stable_order(gid)
         g_s = gid[order]
         t_s = batch.ts[order]
         sign = batch.sign[order].astype(np.int64)
@@ -176,17 +193,20 @@ class VectorAggregateOp(FinalInstantsOperator):
         ins = changed & (new_cnt > 0)
         if not (dele.any() or ins.any()):
             return
-        rank_t = np.concatenate([seg_t[dele], seg_t[ins]])
-        rank_g = np.concatenate([seg_g[dele], seg_g[ins]])
-        rank_s = np.concatenate([np.zeros(int(dele.sum()), np.int8), np.ones(int(ins.sum()), np.int8)])
-        o = np.lexsort((rank_s, rank_g, rank_t))
-        gsel = rank_g[o]
-        cols = [kc[gsel] for kc in self.key_cols]
+        # segments are in (group, instant) order; a stable sort by instant gives (instant, group) order,
+        # and each segment emits its delete before its insert
+        o = _stable_order(seg_t)
+        d_o, i_o = dele[o], ins[o]
+        cnt = d_o.astype(np.int64) + i_o
+        seg = np.repeat(o, cnt)
+        sgn = np.ones(len(seg), dtype=np.int8)
+        sgn[(np.cumsum(cnt) - cnt)[d_o]] = -1
+        is_del = sgn < 0
+        cols = [kc[seg_g[seg]] for kc in self.key_cols]
         for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
-            v = np.concatenate([ov[dele], nv[ins]])[o].astype(self.dtypes[len(self.group) + j], copy=False)
+            v = np.where(is_del, ov[seg], nv[seg]).astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
-        sgn = np.where(rank_s[o] == 1, 1, -1).astype(np.int8)
-        self.emit(Batch(rank_t[o].astype(np.int64), sgn, cols))
+        self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
 
     @staticmethod
     def _running(vals: np.ndarray, grp_start: np.ndarray, starts_idx: np.ndarray, base: np.ndarray):
@@ -215,3 +235,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         cs = np.cumsum(ext)
         before = cs[starts_idx] - ext[starts_idx]
         return (cs - before[group_no] + base.astype(np.longdouble)).astype(np.float64)
+
+
+def _stable_order(v: np.ndarray) -> np.ndarray:
+    """``argsort(v, kind="stable")`` for integers, by radix sort (as int16) when their span allows."""
+    if len(v) and int(v.max()) - int(v.min()) < 2**15:
+        return np.argsort((v - v.min()).astype(np.int16), kind="stable")
+    return np.argsort(v, kind="stable")
