@@ -233,6 +233,21 @@ def value_keys(c: np.ndarray) -> np.ndarray:
     return c.astype(np.int64, copy=False)
 
 
+def row_hashes(cols: list[np.ndarray]) -> np.ndarray:
+    """A uint64 per row, equal whenever the rows are equal in SQL (as ``value_keys``); unequal rows may
+    collide, so a match is only a candidate. Cheaper than ``row_codes``: no sort, one pass per column."""
+    n = len(cols[0]) if cols else 0
+    h = np.zeros(n, dtype=np.uint64)
+    for c in cols:
+        if c.dtype.kind == "O":
+            bits = np.fromiter(map(hash, c.tolist()), dtype=np.int64, count=n).view(np.uint64)
+        else:
+            bits = value_keys(c).view(np.uint64)
+        h = (h * _FIB) ^ bits
+        h ^= h >> np.uint64(29)
+    return h
+
+
 class RowIds:
     """Dense ids for whole rows that persist across batches: equal rows (SQL equality: -0.0 equals 0.0, NaN
     equals NaN) get the same id, whichever batch they arrive in.

@@ -21,7 +21,7 @@ from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import colmap
 from dsms.operators.binary import BinaryOperator
 from dsms.queues import Queue
-from synopses.hash_index import HashIndexSynopsis
+from synopses.hash_index import HashIndexSynopsis, expand
 from synopses.rowcodes import row_codes
 
 
@@ -73,13 +73,21 @@ class JoinOp(BinaryOperator):
         for side, b in got.items():
             other = self.sides[1 - side]
             if len(other):
-                table = Batch(other.ts, other.sign, other.cols)
-                outs.append(self._pairs(side, b, codes[side], table, other.codes, None))
+                pidx, tidx = other.probe(codes[side])
+                if len(pidx):
+                    mine = b.take(pidx)
+                    sign = mine.sign * other.sign[tidx] if other.signed() else mine.sign
+                    outs.append(self._joined(side, mine, [c[tidx] for c in other.cols], mine.ts, sign))
         if len(got) == 2:
-            rb = got[1]
+            lb, rb = got[0], got[1]
             o = np.argsort(codes[1], kind="stable")
-            outs.append(self._pairs(0, got[0], codes[0], rb.take(o), codes[1][o], later=True))
-        outs = [o for o in outs if o is not None and len(o)]
+            lo = np.searchsorted(codes[1][o], codes[0], side="left")
+            cnt = np.searchsorted(codes[1][o], codes[0], side="right") - lo
+            pidx, tidx = expand(lo, cnt)
+            if len(pidx):
+                mine, theirs = lb.take(pidx), rb.take(o[tidx])
+                outs.append(self._joined(0, mine, theirs.cols, np.maximum(mine.ts, theirs.ts),
+                                         mine.sign * theirs.sign))
         if outs:
             out = outs[0] if len(outs) == 1 else concat(outs)
             if len(outs) > 1 or len(got) == 2:         # pairs of new deltas carry the later timestamp
@@ -88,24 +96,10 @@ class JoinOp(BinaryOperator):
                 out = out.take(self.predicate(colmap(out), len(out)))
             self.emit(out)
         for side, b in got.items():
-            self._store(side, b, codes[side])
+            self.sides[side].insert(b.sign, b.cols, codes[side])
 
-    def _pairs(self, side: int, probe: Batch, pcodes: np.ndarray, table: Batch, tcodes: np.ndarray,
-               later: bool | None) -> Batch | None:
-        """Rows of ``probe`` joined with the rows of ``table`` (sorted by ``tcodes``) with equal key codes."""
-        lo = np.searchsorted(tcodes, pcodes, side="left")
-        hi = np.searchsorted(tcodes, pcodes, side="right")
-        cnt = hi - lo
-        total = int(cnt.sum())
-        if not total:
-            return None
-        pidx = np.repeat(np.arange(len(probe)), cnt)
-        tidx = np.arange(total) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-        mine = probe.take(pidx)
-        theirs = table.take(tidx)
-        cols = mine.cols + theirs.cols if side == 0 else theirs.cols + mine.cols
-        ts = np.maximum(mine.ts, theirs.ts) if later else mine.ts
-        return Batch(ts, (mine.sign * theirs.sign).astype(np.int8), cols)
-
-    def _store(self, side: int, batch: Batch, codes: np.ndarray) -> None:
-        self.sides[side].insert(batch.ts, batch.sign, batch.cols, codes)
+    @staticmethod
+    def _joined(side: int, mine: Batch, theirs: list[np.ndarray], ts: np.ndarray, sign: np.ndarray) -> Batch:
+        """Joined rows: left columns then right, whichever side ``mine`` came from."""
+        cols = mine.cols + theirs if side == 0 else theirs + mine.cols
+        return Batch(ts, sign.astype(np.int8, copy=False), cols)
