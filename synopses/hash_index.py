@@ -13,12 +13,26 @@ signs netted), after which the first-in-first-out path is open again. Either way
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from synopses.base import Synopsis, rows_bytes
 from synopses.rowcodes import row_codes, segments
 
 _EMPTY = np.empty(0, dtype=np.int64)
+OLD = np.iinfo(np.int64).min        # entered before the batch at hand
+LIVE = np.iinfo(np.int64).max       # has not left (as far as the released input tells)
+
+
+class Lifetimes(NamedTuple):
+    """A join input's rows (sorted by key code) with the instant each entered and left the input relation."""
+
+    codes: np.ndarray
+    cols: list[np.ndarray]
+    seq: np.ndarray
+    entered: np.ndarray
+    left: np.ndarray
 
 
 class HashIndexSynopsis(Synopsis):
@@ -49,26 +63,68 @@ class HashIndexSynopsis(Synopsis):
 
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the first table position with an equal key and how many there are."""
-        t = self.codes
-        if not len(t) or not len(codes):
-            return np.zeros(len(codes), dtype=np.int64), np.zeros(len(codes), dtype=np.int64)
-        lo_code, hi_code = int(t[0]), int(t[-1])
-        span = hi_code - lo_code + 1
-        if span <= 4 * (len(t) + len(codes)) + 256:
-            # small key range: per-code counts and starts by bincount, probes by lookup
-            counts = np.bincount(t - lo_code, minlength=span)
-            starts = np.cumsum(counts) - counts
-            inside = (codes >= lo_code) & (codes <= hi_code)
-            rel = np.where(inside, codes - lo_code, 0)
-            cnt = np.where(inside, counts[rel], 0)
-            return starts[rel], cnt
-        lo = np.searchsorted(t, codes, side="left")
-        return lo, np.searchsorted(t, codes, side="right") - lo
+        return locate(self.codes, codes)
 
     def probe(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the positions of the equal keys: (probe index, table index) pairs."""
         lo, cnt = self.locate(codes)
         return expand(lo, cnt)
+
+    # ---------------------------------------------------------------- lifetimes (first in, first out)
+
+    def lifetimes(self, ts: np.ndarray | None = None, sign: np.ndarray | None = None,
+                  cols: list[np.ndarray] | None = None, codes: np.ndarray | None = None) -> Lifetimes | None:
+        """The table with a batch of signed rows merged in, each row with the instant it entered (``OLD`` for
+        rows already held) and the instant it left (``LIVE`` if it did not), deletes matched first in, first
+        out and checked value for value. Nothing changes until ``adopt``. None when the deletes do not match
+        so, or the table holds stored deletes: the caller then applies the batch as signed rows."""
+        if self.negatives:
+            return None
+        n_old = len(self.codes)
+        if ts is None or not len(ts):
+            return Lifetimes(self.codes, self.cols or [], self.seq, np.full(n_old, OLD), np.full(n_old, LIVE))
+        if self.cols is None:
+            self.cols = [c[:0] for c in cols]
+        pos = sign > 0
+        ins, dels = np.flatnonzero(pos), np.flatnonzero(~pos)
+        n_del = len(dels)
+        if n_del > n_old + len(ins):
+            return None
+        old_left = np.full(n_old, LIVE)
+        new_left = np.full(len(ins), LIVE)
+        if n_del:
+            if n_del < n_old:
+                victims = np.argpartition(self.seq, n_del - 1)[:n_del]
+            else:
+                victims = np.arange(n_old)
+            victims = victims[np.argsort(self.seq[victims])]
+            k_new = n_del - len(victims)
+            for c_state, c_new in zip(self.cols, cols):
+                gone = c_state[victims]
+                if k_new:
+                    gone = np.concatenate([gone, c_new[ins[:k_new]]])
+                if not _same(gone, c_new[dels]):
+                    return None
+            old_left[victims] = ts[dels[:len(victims)]]
+            if k_new:
+                new_left[:k_new] = ts[dels[len(victims):]]
+                if np.any(new_left[:k_new] < ts[ins[:k_new]]):       # a delete before its insert
+                    return None
+        k = np.argsort(codes[ins], kind="stable")        # the inserts (by ordinal) in key order
+        o = ins[k]                                        # ... and by position in the batch
+        m = _Merge(self.codes, codes[o])
+        return Lifetimes(m(self.codes, codes[o]), [m(a, c[o]) for a, c in zip(self.cols, cols)],
+                         m(self.seq, self.next_seq + k), m(np.full(n_old, OLD), ts[o]),
+                         m(old_left, new_left[k]))
+
+    def adopt(self, life: Lifetimes) -> None:
+        """Make the rows of ``life`` that did not leave the table's contents."""
+        stay = life.left == LIVE
+        self.codes, self.seq = life.codes[stay], life.seq[stay]
+        if self.cols is not None:           # still None: no row was ever seen, so no column is known
+            self.cols = [c[stay] for c in life.cols]
+        self.sign = np.ones(len(self.codes), dtype=np.int8)
+        self.next_seq = max(self.next_seq, int(life.seq.max()) + 1) if len(life.seq) else self.next_seq
 
     # ---------------------------------------------------------------- maintenance
 
@@ -133,11 +189,9 @@ class HashIndexSynopsis(Synopsis):
         if not len(self.codes):
             self.sign, self.cols, self.codes, self.seq = sign, cols, codes, seq
             return
-        at = np.searchsorted(self.codes, codes, side="right")
-        self.sign = np.insert(self.sign, at, sign)
-        self.codes = np.insert(self.codes, at, codes)
-        self.seq = np.insert(self.seq, at, seq)
-        self.cols = [_insert(a, at, b) for a, b in zip(self.cols, cols)]
+        m = _Merge(self.codes, codes)
+        self.sign, self.codes, self.seq = m(self.sign, sign), m(self.codes, codes), m(self.seq, seq)
+        self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
 
     def compact(self) -> None:
         """Net each distinct row's inserts and deletes, keeping rows with a positive count."""
@@ -161,6 +215,23 @@ class HashIndexSynopsis(Synopsis):
         self.negatives = 0
 
 
+def locate(table: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each probe code, the first position of an equal code in the sorted ``table`` and how many there
+    are: by bincount and lookup when the table's codes span a small range, else by binary search."""
+    if not len(table) or not len(codes):
+        return np.zeros(len(codes), dtype=np.int64), np.zeros(len(codes), dtype=np.int64)
+    lo_code, hi_code = int(table[0]), int(table[-1])
+    span = hi_code - lo_code + 1
+    if span <= 4 * (len(table) + len(codes)) + 256:
+        counts = np.bincount(table - lo_code, minlength=span)
+        starts = np.cumsum(counts) - counts
+        inside = (codes >= lo_code) & (codes <= hi_code)
+        rel = np.where(inside, codes - lo_code, 0)
+        return starts[rel], np.where(inside, counts[rel], 0)
+    lo = np.searchsorted(table, codes, side="left")
+    return lo, np.searchsorted(table, codes, side="right") - lo
+
+
 def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(probe index, table index) of every match, given each probe's first match and match count."""
     total = int(cnt.sum())
@@ -182,13 +253,21 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a, b))
 
 
-def _insert(a: np.ndarray, at: np.ndarray, values: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "O":            # np.insert would try to unpack sequences held in object arrays
-        out = np.empty(len(a) + len(values), dtype=object)
-        pos = at + np.arange(len(at))
-        mask = np.ones(len(out), dtype=bool)
-        mask[pos] = False
-        out[pos] = values
-        out[mask] = a
+class _Merge:
+    """Merges a sorted run of new rows into a sorted table, after the equal keys already there: the
+    positions are computed once and then every column is filled with two gathers (np.insert would redo the
+    work per column, and would unpack sequences held in object arrays)."""
+
+    def __init__(self, table: np.ndarray, new: np.ndarray) -> None:
+        n_old, n_new = len(table), len(new)
+        self.n = n_old + n_new
+        self.new_pos = np.searchsorted(table, new, side="right") + np.arange(n_new)
+        mask = np.ones(self.n, dtype=bool)
+        mask[self.new_pos] = False
+        self.old_pos = np.flatnonzero(mask)
+
+    def __call__(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        out = np.empty(self.n, dtype=old.dtype)
+        out[self.old_pos] = old
+        out[self.new_pos] = new
         return out
-    return np.insert(a, at, values)

@@ -1,14 +1,24 @@
-"""Join (⋈) of two relations given as delta streams: a symmetric hash join, vectorised per run of deltas.
+"""Join (⋈) of two relations given as delta streams: a symmetric hash join, vectorised per release of deltas.
 
 Source: digest-004 R-PLAN-06 (one synopsis per input, hashed on the join key) and P-14 (deletes retract
 results); digest-002a section 2.15 (the positive/negative approach): Δ(L ⋈ R) = ΔL ⋈ R + L' ⋈ ΔR.
 
-The binary base releases the deltas of both sides up to the common frontier. Applied one by one in time
-order, each delta would join the other side's state as it was then; in bulk that is: each side's deltas
-against the other side's stored state, plus every pair of new deltas from the two sides, stamped with the
-later timestamp. Each side's state is a table of signed rows kept sorted by key code; probe keys are located
-with a binary search and the matching pairs gathered with index arithmetic. A stored delete simply joins with the opposite sign,
-so the table may hold a row and its delete until it is compacted (netted) once such pairs make up half
+The binary base releases the deltas of both sides up to the common frontier. Each side's state is a table of
+rows sorted by key code (``HashIndexSynopsis``); probes are located by binary search, or by lookup when the
+codes span a small range, and the matching pairs gathered with index arithmetic. A release is applied in one
+of two ways:
+
+- **Lifetimes** (the usual case: windows over streams, whose deletes retract rows first in, first out). Each
+  delete is matched with the row it retracts, so every row touched by the release has the instant it entered
+  and the instant it left; a pair is in the join from the later entry to the earlier exit. The output is each
+  pair's insert and delete, and nothing for pairs that never overlap: no changes that cancel within the
+  release, however much input it holds, so the work does not depend on how the scheduler batches the inputs.
+- **Signed rows** (deletes that do not match first in, first out: a relation updated at random, a partitioned
+  window, a window whose size changed). Applied one by one in time order each delta would join the other side's
+  state as it was then; in bulk that is each side's deltas against the other side's state, plus every pair of
+  new deltas from the two sides, stamped with the later timestamp. A delete is stored as a row with sign -1
+  until the table is compacted.
+
 Equi-join columns are the key; any other predicate filters the joined rows.
 """
 
@@ -21,7 +31,7 @@ from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import colmap
 from dsms.operators.binary import BinaryOperator
 from dsms.queues import Queue
-from synopses.hash_index import HashIndexSynopsis, expand
+from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Lifetimes, expand, locate
 from synopses.rowcodes import row_codes
 
 
@@ -64,11 +74,61 @@ class JoinOp(BinaryOperator):
         return ids[inv.reshape(-1)]
 
     def process(self, parts: list[tuple[int, Batch]]) -> None:
+        got = dict(parts)
+        codes = {side: self._codes(side, b) for side, b in got.items()}
+        lives = []
+        for side in (0, 1):
+            b = got.get(side)
+            life = self.sides[side].lifetimes(*((b.ts, b.sign, b.cols, codes[side]) if b is not None else ()))
+            if life is None:
+                break
+            lives.append(life)
+        else:
+            self._join_lifetimes(*lives)
+            for side in (0, 1):
+                self.sides[side].adopt(lives[side])
+            return
+        self._join_signed(got, codes)
+
+    def _join_lifetimes(self, left: Lifetimes, right: Lifetimes) -> None:
+        """Each pair of rows with equal keys is in the join from the later of their entries until the earlier
+        of their exits: it is inserted then (if that is in the released input) and deleted then (if so), and
+        nothing when the two never overlap. Only pairs with a row that entered or left in this release can
+        change; a pair's insert and delete never fall at one instant, so the output holds no changes that
+        cancel (the bulk signed path below produces such pairs when rows come and go within one release)."""
+        touched_l = (left.entered != OLD) | (left.left != LIVE)
+        touched_r = (right.entered != OLD) | (right.left != LIVE)
+        tl = np.flatnonzero(touched_l)
+        tr = np.flatnonzero(touched_r)
+        p1, r1 = expand(*locate(right.codes, left.codes[tl]))          # touched left rows x all right rows
+        p2, l2 = expand(*locate(left.codes, right.codes[tr]))          # touched right x untouched left
+        keep2 = ~touched_l[l2]
+        li = np.concatenate([tl[p1], l2[keep2]])
+        ri = np.concatenate([r1, tr[p2][keep2]])
+        if not len(li):
+            return
+        start = np.maximum(left.entered[li], right.entered[ri])
+        end = np.minimum(left.left[li], right.left[ri])
+        overlap = start < end
+        ins = overlap & (start != OLD)
+        dele = overlap & (end != LIVE)
+        ts = np.concatenate([start[ins], end[dele]])
+        if not len(ts):
+            return
+        li = np.concatenate([li[ins], li[dele]])
+        ri = np.concatenate([ri[ins], ri[dele]])
+        sign = np.concatenate([np.ones(int(ins.sum()), np.int8), np.full(int(dele.sum()), -1, np.int8)])
+        o = np.argsort(ts, kind="stable")
+        li, ri = li[o], ri[o]
+        out = Batch(ts[o], sign[o], [c[li] for c in left.cols] + [c[ri] for c in right.cols])
+        if self.predicate is not None:
+            out = out.take(self.predicate(colmap(out), len(out)))
+        self.emit(out)
+
+    def _join_signed(self, got: dict[int, Batch], codes: dict[int, np.ndarray]) -> None:
         """Join everything released at once: each side's deltas against the other side's state, plus the
         pairs of deltas from both sides, stamped with the later of the two timestamps (the one that would
         have found the other, had they been applied one by one in time order)."""
-        got = dict(parts)
-        codes = {side: self._codes(side, b) for side, b in got.items()}
         outs = []
         for side, b in got.items():
             other = self.sides[1 - side]
