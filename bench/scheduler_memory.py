@@ -1,14 +1,16 @@
 """Scheduler memory benchmark: peak and average queue bytes and p99 latency of every policy on bursty input.
 
     python3 bench/scheduler_memory.py [--driver engine|sim] [--clock model|cpu] [--batches N] [--seed S]
-                                      [--bound-factor F] [--json PATH]
+                                      [--bound-factor F] [--costs PATH] [--calibrate] [--json PATH]
 
 Source: digest-004 section 2.G (R-SCH-02: the objective is the peak total queue size during bursts; R-SCH-05:
 Chain's latency cost) and BBDM03 section 5 (its experiments: bursty on/off input, plans whose operators differ
 in selectivity and cost, several queries sharing subplans). SPEC section 11: ratios within one run.
 
-Input. Each workload is fed by on/off sources (exponential on and off periods, on 30% of the time, so the
-peak rate is 2.3-3.2x the capacity) at a mean utilisation of 70-95%.
+Input. Each workload is fed by on/off sources (exponential on and off periods, on 30% of the time on
+average, so the peak rate is 2.3-3.2x the capacity) at a utilisation of 70-95%. The utilisation holds for
+the input actually drawn: the mean gap is searched (``solve_gap``) until FIFO's work, charged by the cost
+model, is the stated share of the input's span (within 2%).
 
 Latency and Chain-Flush's bound. Latency is a result's emission time minus its timestamp. Part of it no
 schedule can avoid: a result is final only once a later element or heartbeat has arrived; the engine driver
@@ -23,18 +25,27 @@ Drivers.
       run at a time (``run(max_steps=1)``) under a simulated clock; arrivals are pushed when the clock passes
       them, timestamps are microseconds, a silent source sends heartbeats. Each workload is the CQL in
       ``Workload.queries``; the engine shares their common subplans. What a run costs on the clock:
-        model (default): a cost per run, per input item, per input row and per output row for each
-            operator, fitted (non-negative least squares) on the measured CPU time of a FIFO pilot on the same
-            workload. Every policy is charged the same for the same work, whatever else the machine does and
-            whatever the policy's own code does to the caches, so comparisons repeat (the policies still learn
-            from the operators' measured statistics, so runs are not identical).
+        model (default): a cost per run, per batch, per heartbeat, per row read, per row released (read and
+            held-before rows, minus held-after rows: what a join or aggregate actually processed), per row
+            out and per row of state when it released rows (``FEATURES``) for each operator, fitted
+            (non-negative least squares) on the measured CPU time of the runs of every
+            policy (``calibrate``) and stored in ``scheduler_memory_costs.json`` (``--calibrate`` measures
+            it again). Every policy is charged the same for the same work, whatever else the machine does
+            and whatever the policy's own code does to the caches, and the operators' cost statistics (which
+            greedy and Chain read) are fed the same charged time, so a run is deterministic: the same
+            command gives the same figures. Why stored: fitted afresh in each run (on a FIFO pilot, as
+            before), the costs moved with the machine's load (up to 2x on this shared machine), and with
+            them the pace of the input and every figure (see docs/scheduling.md).
         cpu: each run's measured CPU time (``time.thread_time_ns``). Real, but noisy: on a shared machine
             FIFO's longest latency varied by up to 2x between identical runs, and a policy whose decisions
             touch much memory slows the operators it schedules (20-50% measured), although its own time is
-            never charged.
+            never charged. The input's pace still comes from the stored model, so both clocks see the same
+            input.
       Either way "work ms" is the clock time charged to operator runs (the same work costs the same under
-      the model; under the measured clock it also shows how much slower a run went), and the policy's own
-      CPU time per pick is measured apart and printed ("sched us"); it never advances the clock.
+      the model; under the measured clock it also shows how much slower a run went), "cpu ms" their
+      measured CPU time (under the model clock, work / cpu shows how fairly the model priced each policy's
+      runs, give or take the machine's drift), and the policy's own CPU time per pick is measured apart and
+      printed ("sched us"); it never advances the clock.
   sim: the deterministic simulator of ``tests/scheduler/schedsim.py`` on ``Workload.ops``: the same shapes
       with per-batch plus per-tuple costs of the order the engine measures, selectivities drawn per batch,
       statistics learned as the engine does (EWMA, alpha 0.2).
@@ -44,10 +55,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,7 +186,7 @@ def work_per_batch(w: Workload, source: str, rows: float) -> float:
 def arrivals(sources: list[str], mean_gap: float, batches: int, seed: int) -> list[tuple[float, str]]:
     """On/off sources: exponential on and off periods (on 30% of the time, bursts of 120 batches on
     average), batches at a constant peak rate while on; ``mean_gap`` (ns) is the mean time between two
-    batches of one source, so that the expected work is the workload's utilisation of the processor."""
+    batches of one source. Every draw is proportional to ``mean_gap``, so ``paced`` can scale one shape."""
     rng = random.Random(seed)
     on_frac, mean_burst = 0.3, 120
     per_source = batches // len(sources)
@@ -189,6 +203,13 @@ def arrivals(sources: list[str], mean_gap: float, batches: int, seed: int) -> li
                 n += 1
             t += rng.expovariate(1 / (burst * peak_gap * (1 - on_frac) / on_frac))
     return sorted(out)
+
+
+def paced(w: Workload, gap: float, batches: int, seed: int) -> list[tuple[float, str]]:
+    """The workload's arrivals for ``seed`` at mean gap ``gap``: one shape of on/off periods, scaled, so that
+    changing the gap changes the pace and nothing else (``arrivals`` draws the same periods in units of
+    the gap)."""
+    return [(t * gap, s) for t, s in arrivals(list(w.sources), 1.0, batches, seed)]
 
 
 def summary(peak: float, avg: float, lat: np.ndarray, longest: float, policy) -> dict:
@@ -227,6 +248,11 @@ COLUMNS = "a INT, b FLOAT, c INT, d INT, e FLOAT"
 BUDGET = 2                      # input items per operator run: one from each input of a join
 HEARTBEAT_NS = 100_000          # a source that falls silent sends a heartbeat 100 us after its last batch,
 HEARTBEAT_EVERY_NS = 1_000_000  # then one every millisecond
+COSTS = Path(__file__).resolve().with_name("scheduler_memory_costs.json")   # the stored cost models
+CAL_SEEDS, CAL_BATCHES = (1, 2, 3), 1200   # the calibration's inputs (the benchmark reports other seeds)
+BOUND_FACTOR = 1.25             # Chain-Flush's bound: this times FIFO's longest latency
+FEATURES = ("batches", "heartbeats", "rows read", "rows released", "rows out", "state rows")   # of a run, besides the run itself
+GAP_TRIES, GAP_TOLERANCE = 8, 0.02
 
 
 class EngineRun:
@@ -236,7 +262,8 @@ class EngineRun:
     The cost of a run is its measured CPU time (``clock="cpu"``), what ``model`` (see ``fit_costs``) says a
     run of that operator with those items and rows costs (``clock="model"``), or nothing (``clock="zero"``:
     every input is processed the moment it arrives, so a result's latency is the wait for time alone).
-    ``record`` collects (items, rows in, rows out, measured ns) of every run per operator, to fit a model.
+    ``record`` collects the features of every run per operator (``run_features``) and its measured ns, to
+    fit a model.
     The scheduling policy's own CPU time is measured apart (``sched_ns``) and never advances the clock.
     """
 
@@ -257,6 +284,7 @@ class EngineRun:
         self.now = 0.0
         self.ran_ns = 0
         self.busy = 0
+        self.cpu = 0                    # measured CPU time of the operator runs, whatever the clock
         self.clock, self.model, self.record = clock, model, record
         self.sched_ns, self.picks = 0, 0
         for o in self.eng.ops:
@@ -266,19 +294,41 @@ class EngineRun:
             pol.pick, pol.on_ran = self._sched(pol.pick, True), self._sched(pol.on_ran, False)
 
     def _timed(self, op, run):
+        """``op.run`` timed and charged to the clock. The operator's own statistics (cost per tuple, read by
+        greedy and Chain) are fed the charged time instead of the wall time it measures: the policies then
+        see the costs of the processor the clock simulates, and other work on the machine cannot change
+        their decisions (with the model clock a run is then deterministic)."""
         model = None if self.model is None else self.model.get(op.id)
+        account, held = getattr(op, "_account", None), []
+        if account is not None:
+            op._account = lambda rows_in, rows_out, ns: held.append((rows_in, rows_out, ns))
+        batches, on_batch = [0], op.on_batch
+
+        def counted(i: int, batch) -> None:
+            batches[0] += 1
+            on_batch(i, batch)
+        op.on_batch = counted
+
         def timed(budget: int) -> int:
-            rows_in, rows_out = op.tuples_in, op.output.tuples_in
+            rows_in, rows_out, kept, state = op.tuples_in, op.output.tuples_in, held_rows(op), state_rows(op)
+            batches[0] = 0
             t0 = time.thread_time_ns()     # CPU time: other processes on the machine do not count
             done = run(budget)
             ns = time.thread_time_ns() - t0
+            rows_out = op.output.tuples_in - rows_out
+            rows_in = sum(h[0] for h in held) if account is not None else op.tuples_in - rows_in
+            released = max(kept + rows_in - held_rows(op), 0)
+            feats = (batches[0], done - batches[0], rows_in, released, rows_out, state if released else 0)
+            self.cpu += ns
             if self.record is not None:
-                self.record.setdefault(op.id, []).append(
-                    (done, op.tuples_in - rows_in, op.output.tuples_in - rows_out, ns))
+                self.record.setdefault(op.id, []).append((*feats, ns))
             if self.clock == "zero":
                 ns = 0
             elif self.clock == "model" and model is not None:
-                ns = float(model @ (1.0, done, op.tuples_in - rows_in, op.output.tuples_in - rows_out))
+                ns = float(model @ (1.0, *feats))
+            for r_in, r_out, wall in held:
+                account(r_in, r_out, ns if self.clock != "zero" else wall)
+            held.clear()
             self.ran_ns = ns
             self.now += ns                  # before the engine calls policy.on_ran, which reads the clock
             self.busy += ns
@@ -333,21 +383,39 @@ def engine_events(arr: list[tuple[float, str]]) -> list[tuple[float, int, str]]:
     return sorted(events)
 
 
+def held_rows(op) -> int:
+    """Rows ``op`` holds until its input frontier passes them (``held_stamps``, read only)."""
+    f = getattr(op, "held_stamps", None)
+    return sum(rows for _, rows in f()) if f is not None else 0
+
+
+def state_rows(op) -> int:
+    """Rows in the operator's synopses (windows, join tables, groups), read only."""
+    return sum(s.rows() for s in getattr(op, "synopses", ()))
+
+
 def fit_costs(record: dict[str, list]) -> dict[str, np.ndarray]:
-    """Per operator, ns per run = c_run + c_item * items + c_in * rows in + c_out * rows out: non-negative
-    least squares (exact, over every support) on the runs of a measured pilot."""
+    """Per operator, ns per run = c_run + c_item * items + c_in * rows read + c_rel * rows released +
+    c_out * rows out: non-negative least squares (exact, over every support) on the recorded runs.
+
+    Rows released (held before + read - held after) is what an operator that holds rows (a join waiting
+    for its other input, an aggregate for a final instant) actually processes in a run: a join's run that
+    reads 64 rows may process none or a thousand; and a join's release costs in proportion to its tables
+    (state rows). Without these two the join was priced by schedule: in three calibrations FIFO's runs
+    of `window_join` were charged 1.17-1.31x their CPU time, round-robin's 0.81-1.10x."""
     model = {}
+    k = 1 + len(FEATURES)
     for op_id, runs in record.items():
         a = np.asarray(runs, dtype=float)
-        x = np.column_stack([np.ones(len(a)), a[:, :3]])
-        y = a[:, 3]
-        best, err = np.zeros(4), float(y @ y)
-        for mask in range(1, 16):
-            cols = [j for j in range(4) if mask >> j & 1]
+        x = np.column_stack([np.ones(len(a)), a[:, :-1]])
+        y = a[:, -1]
+        best, err = np.zeros(k), float(y @ y)
+        for mask in range(1, 1 << k):
+            cols = [j for j in range(k) if mask >> j & 1]
             c = np.linalg.lstsq(x[:, cols], y, rcond=None)[0]
             if (c < 0).any():
                 continue
-            coef = np.zeros(4)
+            coef = np.zeros(k)
             coef[cols] = c
             e = float(((x @ coef - y) ** 2).sum())
             if e < err:
@@ -386,16 +454,14 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
     lat = np.concatenate(lats) if lats else np.zeros(0)
     out = summary(max(sizes), avg, lat, float(lat.max()) if len(lat) else 0.0, policy)
     out["busy_ns"] = run.busy
+    out["cpu_ns"] = run.cpu
     out["sched_us_per_pick"] = run.sched_ns / 1e3 / max(run.picks, 1)
     return out
 
 
-def engine_gap(w: Workload, batch_rows: int, seed: int, clock: str = "cpu", pilot: int = 400
-               ) -> tuple[float, dict | None]:
-    """Mean gap between batches of one source that makes the engine busy ``utilisation`` of the time: a
-    first guess from rounds spaced so that nothing queues, corrected by a FIFO pilot run on bursty input
-    (per-batch costs depend on how full the windows are). With ``clock="model"`` the pilot's runs also fit
-    the cost model (returned; None otherwise), and the gap is set from the model's time."""
+def first_guess_gap(w: Workload, batch_rows: int, seed: int) -> float:
+    """A rough mean gap (ns) from rounds spaced so that nothing queues, timed by the measured clock: only the
+    starting point of the calibration, whose first pilot it spaces."""
     run = EngineRun(w, "fifo", batch_rows, seed)
     t, spent, rounds = 0.0, 0.0, 20
     for r in range(rounds):
@@ -408,16 +474,152 @@ def engine_gap(w: Workload, batch_rows: int, seed: int, clock: str = "cpu", pilo
         run.drain()
         if r >= rounds // 4:              # past the warm-up
             spent += run.now - start
-    gap = spent / (rounds - rounds // 4) / w.utilisation
-    record: dict[str, list] | None = {} if clock == "model" else None
-    pilot_arr = arrivals(list(w.sources), gap, pilot, seed)
-    busy = run_engine(w, "fifo", pilot_arr, batch_rows, seed, None, record=record)["busy_ns"]
-    model = None
-    if record is not None:
-        model = fit_costs(record)
-        busy = sum(float(model[k] @ (1.0, *r[:3])) for k, runs in record.items() for r in runs)
-    per_round = busy / (pilot // len(w.sources))
-    return per_round / w.utilisation, model
+    return spent / (rounds - rounds // 4) / w.utilisation
+
+
+def solve_gap(w: Workload, model: dict[str, np.ndarray], batch_rows: int, batches: int, arr_seed: int,
+              data_seed: int, start: float = 1e6) -> tuple[float, float]:
+    """The mean gap (ns) at which FIFO's work on *this* input, charged by ``model``, is the workload's
+    utilisation of the input's span; returns (gap, the utilisation reached).
+
+    Why a search: the work of a batch depends on the gap (windows are in microseconds, so they hold more
+    rows when batches come closer; a silent source sends a heartbeat every millisecond, and every heartbeat
+    runs the plan), and one draw of on/off periods is on for more or less than 30% of its span. A first
+    guess from a pilot on other input missed the stated utilisation by 0.5-2x. The arrivals scale with the
+    gap (``arrivals`` is linear in it), so the input's shape is fixed and only its pace is searched:
+    g <- g * u(g) / target (damped) until within 2%, by bisection once the target is bracketed (the
+    utilisation is not smooth in the gap: more or fewer runs of the per-run costly aggregates as heartbeats
+    and batches interleave differently), keeping the closest tried."""
+    shape = paced(w, 1.0, batches, arr_seed)
+    span = shape[-1][0] - shape[0][0]
+    gap, best, lo, hi = start, (math.inf, start, 0.0), 0.0, math.inf
+    for _ in range(GAP_TRIES):
+        arr = paced(w, gap, batches, arr_seed)
+        util = run_engine(w, "fifo", arr, batch_rows, data_seed, None, clock="model", model=model)["busy_ns"] \
+            / (span * gap)
+        best = min(best, (abs(util / w.utilisation - 1), gap, util))
+        if best[0] <= GAP_TOLERANCE:
+            break
+        if util > w.utilisation:        # too busy: the gap must grow
+            lo = max(lo, gap)
+        else:
+            hi = min(hi, gap)
+        gap *= (util / w.utilisation) ** 0.8
+        if lo > 0 and hi < math.inf and not lo < gap < hi:
+            gap = math.sqrt(lo * hi)
+    return best[1], best[2]
+
+
+def start_gap(w: Workload, cal_gap: float, batches: int, seed: int) -> float:
+    """Where ``solve_gap`` starts for this input: the calibration's gap, corrected for how much longer or
+    shorter this draw of on/off periods is (same work per batch, so the same utilisation)."""
+    def stretch(n: int, s: int) -> float:
+        shape = paced(w, 1.0, n, s)
+        return (shape[-1][0] - shape[0][0]) / n
+    return cal_gap * stretch(CAL_BATCHES, CAL_SEEDS[0] + WORKLOADS.index(w)) / stretch(batches, seed)
+
+
+def plan_signature(w: Workload) -> list[str]:
+    """The operators the engine builds for the workload's queries, by id and kind: a cost model fitted on
+    another plan (queries or planner changed) must not be used."""
+    from dsms import Engine
+    eng = Engine({"policy": "fifo", "batch_budget": BUDGET})
+    for src in w.sources:
+        eng.execute(f"REGISTER STREAM {src} ({COLUMNS})")
+    for q in w.queries:
+        eng.execute(q)
+    return [f"{o.id} {o.explain()}" for o in eng.ops]
+
+
+def model_work(model: dict[str, np.ndarray], record: dict[str, list]) -> float:
+    """What ``model`` charges (ns) for the recorded runs."""
+    return sum(float(model[k] @ (1.0, *r[:-1])) for k, runs in record.items() for r in runs)
+
+
+def pilot_all(w: Workload, arr: list, batch_rows: int, seed: int, clock: str, model: dict | None,
+              records: dict[str, dict], order: list[str] = ORDER, bound: float | None = None) -> float:
+    """Run every policy on ``arr`` in ``order``, recording each one's runs; Chain-Flush's bound is ``bound``
+    or the benchmark's (from a FIFO run first, when FIFO is not the first in ``order``). Returns the bound
+    (ns)."""
+    if bound is None and order[0] != "fifo":
+        bound = pilot_all(w, arr, batch_rows, seed, clock, model, {"fifo": {}}, ["fifo"])
+    for name in order:
+        res = run_engine(w, name, arr, batch_rows, seed, bound if name == "chain_flush" else None,
+                         clock=clock, model=model, record=records[name])
+        if name == "fifo" and bound is None:   # (at least 1 ms: at a first guess's pace a join may emit nothing)
+            bound = BOUND_FACTOR * max(res["max"], 1.0) * 1e6
+    return bound
+
+
+def calibrate(w: Workload, batch_rows: int, log: Callable[[str], object] = print) -> dict:
+    """Fit the workload's cost model on the measured CPU time of runs of every policy.
+
+    Every policy's runs are pooled because the policies make runs of different shapes (FIFO's runs nearly
+    always carry a batch and a heartbeat, Chain's often one batch): a fit on FIFO's runs alone could not
+    tell the cost per run from the cost per item, and it charged Chain's runs differently from one pilot
+    to the next. A first round under the measured clock finds the pace; then one round of every policy
+    under that model's clock on each input of ``CAL_SEEDS`` (arrival seed + the workload's index, as the
+    benchmark does), so that the fit sees what the benchmark's inputs do (on one of them `window_join`'s
+    two sources never burst together, and its join emitted nothing), each round in a rotated order of the
+    policies: the machine's speed drifts with its other work (measured: one policy's every operator 0.8x,
+    the next one's 1.15x, in the same minute), so each policy's runs are spread over the calibration."""
+    k = WORKLOADS.index(w)
+    gap = first_guess_gap(w, batch_rows, CAL_SEEDS[0])
+    arr = paced(w, gap, CAL_BATCHES, CAL_SEEDS[0] + k)
+    record: dict[str, list] = {}
+    pilot_all(w, arr, batch_rows, CAL_SEEDS[0], "cpu", None, {name: record for name in ORDER})
+    model = fit_costs(record)
+    per_policy: dict[str, dict] = {name: {} for name in ORDER}
+    for r, seed in enumerate(CAL_SEEDS):
+        gap, _ = solve_gap(w, model, batch_rows, CAL_BATCHES, seed + k, seed, gap)
+        arr = paced(w, gap, CAL_BATCHES, seed + k)
+        pilot_all(w, arr, batch_rows, seed, "model", model, per_policy, ORDER[r:] + ORDER[:r])
+    pooled: dict[str, list] = {}
+    for rec in per_policy.values():
+        for op_id, runs in rec.items():
+            pooled.setdefault(op_id, []).extend(runs)
+    fit = fit_costs(pooled)
+    fairness = {name: model_work(fit, rec) / max(sum(r[-1] for runs in rec.values() for r in runs), 1)
+                for name, rec in per_policy.items()}
+    log(f"  {w.name}: {sum(map(len, pooled.values()))} runs; charged / measured CPU time per policy: "
+        + " ".join(f"{n} {v:.2f}" for n, v in fairness.items()))
+    gap, util = solve_gap(w, fit, batch_rows, CAL_BATCHES, CAL_SEEDS[0] + k, CAL_SEEDS[0], gap)
+    return {"plan": plan_signature(w), "costs": {op_id: [round(float(x), 3) for x in c] for op_id, c in fit.items()},
+            "gap_ns": round(gap), "gap_utilisation": round(util, 3),
+            "charged_over_measured": {n: round(v, 3) for n, v in fairness.items()}}
+
+
+def load_costs(path: Path, batch_rows: int, log: Callable[[str], object] = print
+               ) -> dict[str, tuple[dict[str, np.ndarray], float]]:
+    """The stored cost model and calibration gap (ns, on the calibration's input) per workload; a workload
+    whose plan no longer matches (or is missing) is calibrated again in this run, and says so (its figures
+    then depend on this run's measurements)."""
+    stored = json.loads(path.read_text()) if path.exists() else {"workloads": {}}
+    if stored.get("batch_rows", batch_rows) != batch_rows:
+        log(f"note: {path.name} was calibrated with {stored['batch_rows']}-row batches")
+    out = {}
+    for w in WORKLOADS:
+        got = stored["workloads"].get(w.name)
+        if got is None or got["plan"] != plan_signature(w):
+            log(f"note: no current cost model for {w.name} in {path}; calibrating it in this run "
+                f"(not reproducible; run --calibrate to store one)")
+            got = calibrate(w, batch_rows, log=log)
+        out[w.name] = ({k: np.asarray(c, dtype=float) for k, c in got["costs"].items()}, float(got["gap_ns"]))
+    return out
+
+
+def save_costs(path: Path, batch_rows: int, log: Callable[[str], object] = print) -> None:
+    """Calibrate every workload and store the cost models (``--calibrate``)."""
+    started = time.perf_counter()
+    log(f"calibrating the cost models ({len(WORKLOADS)} workloads, every policy, seeds {CAL_SEEDS}) ...")
+    rows = {w.name: calibrate(w, batch_rows, log=log) for w in WORKLOADS}
+    path.write_text(json.dumps({
+        "note": f"per operator: ns per run, then per {', '.join(FEATURES)} (FEATURES); fitted by "
+                "bench/scheduler_memory.py --calibrate on the measured CPU time of every policy's runs",
+        "calibrated": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{os.cpu_count()} cpus, "
+        f"python {sys.version.split()[0]}", "batch_rows": batch_rows, "seeds": CAL_SEEDS,
+        "workloads": rows}, indent=1) + "\n")
+    log(f"wrote {path} ({time.perf_counter() - started:.0f} s)")
 
 
 def forced_wait(w: Workload, arr: list, batch_rows: int, seed: int) -> float:
@@ -432,13 +634,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--driver", choices=["engine", "sim"], default="engine")
     ap.add_argument("--clock", choices=["model", "cpu"], default="model",
-                    help="engine driver: what a run costs on the simulated clock, the cost model fitted on a "
-                         "measured FIFO pilot (reproducible) or each run's measured CPU time")
+                    help="engine driver: what a run costs on the simulated clock, the stored cost model "
+                         "(reproducible) or each run's measured CPU time")
+    ap.add_argument("--costs", type=Path, default=COSTS,
+                    help="engine driver: the stored cost models (default: %(default)s)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="engine driver: measure the cost models again (every policy, 3 rounds, 3-5 min) and "
+                         "store them in --costs before the benchmark")
     ap.add_argument("--batches", type=int, default=None,
                     help="source batches per workload (default: 1200 engine, 3000 simulator)")
     ap.add_argument("--batch-rows", type=int, default=64)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--bound-factor", type=float, default=1.25,
+    ap.add_argument("--bound-factor", type=float, default=BOUND_FACTOR,
                     help="Chain-Flush latency bound as a multiple of FIFO's longest latency")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -446,23 +653,31 @@ def main(argv: list[str] | None = None) -> int:
     engine = args.driver == "engine"
 
     started = time.perf_counter()
+    if engine and args.calibrate:
+        save_costs(args.costs, args.batch_rows)
+    models = load_costs(args.costs, args.batch_rows) if engine else {}
     rows = []
     for k, w in enumerate(WORKLOADS):
         if engine:
-            gap, model = engine_gap(w, args.batch_rows, args.seed, args.clock)
+            model, cal_gap = models[w.name]
+            gap, _ = solve_gap(w, model, args.batch_rows, batches, args.seed + k, args.seed,
+                               start_gap(w, cal_gap, batches, args.seed + k))
             def drive(w, name, arr, rows_, seed, bound, model=model):
                 return run_engine(w, name, arr, rows_, seed, bound, clock=args.clock, model=model)
         else:
             gap, drive = sim_gap(w, args.batch_rows), run_sim
-        arr = arrivals(list(w.sources), gap, batches, args.seed + k)
+        arr = paced(w, gap, batches, args.seed + k)
         forced_ms = forced_wait(w, arr, args.batch_rows, args.seed) / 1e6 if engine else 0.0
         res = {"fifo": drive(w, "fifo", arr, args.batch_rows, args.seed, None)}
         bound_ms = args.bound_factor * res["fifo"]["max"]
         for name in ORDER[1:]:
             res[name] = drive(w, name, arr, args.batch_rows, args.seed, bound_ms * 1e6 if name == "chain_flush" else None)
         cf = res["chain_flush"]["stats"]
+        span = arr[-1][0] - arr[0][0]
         rows.append({
             "name": w.name, "note": w.note, "utilisation": w.utilisation, "input_batches": len(arr),
+            "mean_gap_us": round(gap / 1e3, 2),
+            "fifo_utilisation": round(res["fifo"]["busy_ns"] / span, 3) if engine else None,
             "queries": w.queries if engine else None,
             "peak_bytes": {n: round(res[n]["peak"]) for n in ORDER},
             "avg_bytes": {n: round(res[n]["avg"]) for n in ORDER},
@@ -470,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_latency_ms": {n: round(res[n]["max"], 3) for n in ORDER},
             "sched_us_per_pick": {n: round(res[n].get("sched_us_per_pick", 0.0), 2) for n in ORDER} if engine else None,
             "work_ms": {n: round(res[n].get("busy_ns", 0.0) / 1e6, 2) for n in ORDER} if engine else None,
+            "cpu_ms": {n: round(res[n].get("cpu_ns", 0.0) / 1e6, 2) for n in ORDER} if engine else None,
             "forced_wait_ms": round(forced_ms, 3),
             "chain_flush_bound_ms": round(bound_ms, 3),
             "chain_flush_within_bound": res["chain_flush"]["max"] <= bound_ms,
@@ -478,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         })
 
     hdr = (f"{'workload':22} {'util':>4} {'policy':12} {'peak KB':>9} {'avg KB':>8} {'p99 ms':>8} {'max ms':>8}"
-           + (f" {'work ms':>8} {'sched us':>8}" if engine else ""))
+           + (f" {'work ms':>8} {'cpu ms':>8} {'sched us':>8}" if engine else ""))
     clock = f", clock {args.clock}" if engine else ""
     print(f"driver: {args.driver}{clock}, {batches} batches of {args.batch_rows} rows per workload, seed {args.seed}")
     print(hdr)
@@ -487,8 +703,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in ORDER:
             print(f"{r['name']:22} {r['utilisation']:>4} {n:12} {r['peak_bytes'][n] / 1024:>9.1f} "
                   f"{r['avg_bytes'][n] / 1024:>8.1f} {r['p99_latency_ms'][n]:>8.2f} {r['max_latency_ms'][n]:>8.2f}"
-                  + (f" {r['work_ms'][n]:>8.1f} {r['sched_us_per_pick'][n]:>8.1f}" if engine else ""))
-        forced = f"; unavoidable wait {r['forced_wait_ms']:.2f} ms" if engine else ""
+                  + (f" {r['work_ms'][n]:>8.1f} {r['cpu_ms'][n]:>8.1f} {r['sched_us_per_pick'][n]:>8.1f}"
+                     if engine else ""))
+        forced = (f"; unavoidable wait {r['forced_wait_ms']:.2f} ms; mean gap {r['mean_gap_us']:.0f} us, "
+                  f"FIFO work / input span {r['fifo_utilisation']:.2f}") if engine else ""
         print(f"{'':22} Chain-Flush bound {r['chain_flush_bound_ms']:.2f} ms "
               f"({args.bound_factor:g} x FIFO's longest{forced}): "
               f"{'within' if r['chain_flush_within_bound'] else 'EXCEEDED'}")
