@@ -61,14 +61,9 @@ class HashIndexSynopsis(Synopsis):
 
     # ---------------------------------------------------------------- probing
 
-    def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each probe code, the first table position with an equal key and how many there are."""
-        return locate(self.codes, codes)
-
     def probe(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the positions of the equal keys: (probe index, table index) pairs."""
-        lo, cnt = self.locate(codes)
-        return expand(lo, cnt)
+        return expand(*locate(self.codes, codes))
 
     # ---------------------------------------------------------------- lifetimes (first in, first out)
 
@@ -128,56 +123,24 @@ class HashIndexSynopsis(Synopsis):
 
     # ---------------------------------------------------------------- maintenance
 
-    def insert(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
-        """Apply signed rows (inserts and deletes, in time order) with their key codes."""
+    def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
+        """Apply signed rows (inserts and deletes, in time order) with their key codes: deletes matched first
+        in, first out remove their rows (``lifetimes``); otherwise they are stored signed."""
         if not len(codes):
             return
         if self.cols is None:
             self.cols = [c[:0] for c in cols]
-        pos = sign > 0
-        n_del = len(sign) - int(pos.sum())
+        if (sign < 0).any() and (life := self.lifetimes(ts, sign, cols, codes)) is not None:
+            self.adopt(life)
+            return
+        n_del = int((sign < 0).sum())
         seq = self.next_seq + np.arange(len(codes), dtype=np.int64)
         self.next_seq += len(codes)
-        if n_del == 0:
-            self._merge(sign, cols, codes, seq)
-        elif not self.negatives and self._retract_oldest(pos, cols, codes, seq, n_del):
-            pass
-        else:
+        self._merge(sign, cols, codes, seq)
+        if n_del:
             self.negatives += n_del
-            self._merge(sign, cols, codes, seq)
             if self.negatives > 64 and self.negatives * 4 > len(self.codes):
                 self.compact()      # after which batches can take the first-in-first-out path again
-
-    def _retract_oldest(self, pos: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray,
-                        n_del: int) -> bool:
-        """First in, first out: if the deletes equal, in order, the ``n_del`` oldest rows of the table plus the
-        batch's inserts, remove those rows and keep the rest; else change nothing and return False."""
-        ins = np.flatnonzero(pos)
-        dels = np.flatnonzero(~pos)
-        n_old = len(self.seq)
-        if n_del > n_old + len(ins):
-            return False
-        if n_old:
-            cut = np.partition(self.seq, n_del - 1)[n_del - 1] if n_del <= n_old else self.next_seq
-            gone_old = self.seq <= cut if n_del <= n_old else np.ones(n_old, dtype=bool)
-            old_idx = np.flatnonzero(gone_old)
-            old_idx = old_idx[np.argsort(self.seq[old_idx])]
-        else:
-            old_idx = _EMPTY
-        k_new = n_del - len(old_idx)          # deletes that retract rows inserted in this very batch
-        for c_state, c_new in zip(self.cols, cols):
-            victims = c_state[old_idx]
-            if k_new:
-                victims = np.concatenate([victims, c_new[ins[:k_new]]])
-            if not _same(victims, c_new[dels]):
-                return False
-        if len(old_idx):
-            keep = ~gone_old
-            self.sign, self.codes, self.seq = self.sign[keep], self.codes[keep], self.seq[keep]
-            self.cols = [c[keep] for c in self.cols]
-        rest = ins[k_new:]
-        self._merge(np.ones(len(rest), dtype=np.int8), [c[rest] for c in cols], codes[rest], seq[rest])
-        return True
 
     def _merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""

@@ -50,7 +50,6 @@ class JoinOp(BinaryOperator):
         self.sides = (HashIndexSynopsis(), HashIndexSynopsis())
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
-        self.int_keys = False
 
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
@@ -156,7 +155,7 @@ class JoinOp(BinaryOperator):
                 out = out.take(self.predicate(colmap(out), len(out)))
             self.emit(out)
         for side, b in got.items():
-            self.sides[side].insert(b.sign, b.cols, codes[side])
+            self.sides[side].insert(b.ts, b.sign, b.cols, codes[side])
 
     @staticmethod
     def _joined(side: int, mine: Batch, theirs: list[np.ndarray], ts: np.ndarray, sign: np.ndarray) -> Batch:

@@ -48,7 +48,8 @@ def test_index_holds_the_multiset_and_probes_exactly(batches):
         if not rows:
             continue
         keys = np.array([r[0] for r in rows], dtype=np.int64)
-        idx.insert(np.array(sign, dtype=np.int8), [keys, np.array([r[1] for r in rows])], keys)
+        ts = np.arange(len(rows), dtype=np.int64)
+        idx.insert(ts, np.array(sign, dtype=np.int8), [keys, np.array([r[1] for r in rows])], keys)
         expect = Counter((k, v + 0.0) for k, v in live)
         assert live_multiset(idx) == +expect
         assert np.all(np.diff(idx.codes) >= 0), "table out of key order"
