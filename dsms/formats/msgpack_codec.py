@@ -110,24 +110,21 @@ class _Reader:
         return v
 
     def _array_len(self) -> int:
-        t = self.body[self.pos]
-        self.pos += 1
-        if 0x90 <= t <= 0x9F:
-            return t & 0x0F
-        if t == 0xDC:
-            return self._be(2)
-        if t == 0xDD:
-            return self._be(4)
-        raise _NotFast
+        return self._len(0x90, 0xDC)
 
     def _map_len(self) -> int:
+        return self._len(0x80, 0xDE)
+
+    def _len(self, fix: int, wide: int) -> int:
+        """The length of an array or map header: a fix type (``fix`` .. ``fix | 0x0F``), or the 16-bit
+        (``wide``) and 32-bit (``wide + 1``) forms."""
         t = self.body[self.pos]
         self.pos += 1
-        if 0x80 <= t <= 0x8F:
+        if fix <= t <= fix | 0x0F:
             return t & 0x0F
-        if t == 0xDE:
+        if t == wide:
             return self._be(2)
-        if t == 0xDF:
+        if t == wide + 1:
             return self._be(4)
         raise _NotFast
 
