@@ -1,14 +1,23 @@
-"""A hash index over a join input: the input relation's rows kept sorted by the integer code of their join key,
-so that a batch of probes is answered with two binary searches, or with two array lookups when the codes
-span a small range (digest-004 R-PLAN-06, one synopsis per join input).
+"""A hash index over a join input (digest-004 R-PLAN-06, one synopsis per join input), kept so that a batch costs
+work in proportion to the batch, not to the rows held: a join over a one-hour window must not slow down as its
+window fills.
 
-A delete names a row by its values only. Most join inputs are windows over streams, whose deletes retract
-rows in the order they were inserted (first in, first out; digest-002a section 2.15). So the deletes of a batch
-are first matched with the oldest live rows, checked value for value, and those rows are removed outright:
-no stored delete, no netting. A batch whose deletes do not match that way (a window whose size just changed,
-a relation updated at random) is stored signed instead: a stored delete joins with the opposite sign and
-cancels its insert, and once such rows make up a quarter of the table it is compacted (each distinct row's
-signs netted), after which the first-in-first-out path is open again. Either way the table holds exactly the input's multiset of rows.
+A delete names a row by its values only. Most join inputs are windows over streams, whose deletes retract rows
+in the order they were inserted (first in, first out; digest-002a section 2.15). The index has two forms:
+
+- **First in, first out** (``_Log`` and ``_Run``): the rows in arrival order in a log with spare capacity, so
+  that appending a batch and dropping the oldest rows move only those rows; and a few index runs, each holding
+  (key code, sequence number) pairs sorted by code. A batch adds a run; a run is merged into the one before it
+  while that one is less than twice its size, and entries of rows that have left are dropped when runs merge,
+  so there are O(log n) runs and each entry is merged O(log n) times. A probe searches every run. A release's
+  deletes are matched with the oldest live rows and checked value for value (``match``); nothing changes until
+  ``adopt``, so a join can try both of its inputs before committing either.
+- **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
+  updated at random), one table sorted by key code with a sign per row: a stored delete joins with the opposite
+  sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
+  row's signs netted), after which the index goes back to the first form.
+
+Either way the index holds exactly the input's multiset of rows.
 """
 
 from __future__ import annotations
@@ -17,135 +26,220 @@ from typing import NamedTuple
 
 import numpy as np
 
-from synopses.base import Synopsis, rows_bytes
+from synopses.base import Synopsis, array_bytes, rows_bytes
 from synopses.rowcodes import row_codes, segments
 
 _EMPTY = np.empty(0, dtype=np.int64)
-OLD = np.iinfo(np.int64).min        # entered before the batch at hand
+OLD = np.iinfo(np.int64).min        # entered before the release at hand
 LIVE = np.iinfo(np.int64).max       # has not left (as far as the released input tells)
 
 
-class Lifetimes(NamedTuple):
-    """A join input's rows (sorted by key code) with the instant each entered and left the input relation."""
+class Release(NamedTuple):
+    """One input's part of a release, matched first in, first out against the index before anything changes.
 
+    The rows it touches are ``victims`` (the oldest live rows, deleted in this release) followed by the
+    release's inserts, with their key codes, columns, and the instants they entered (``OLD`` for a victim) and
+    left (``LIVE`` if they did not)."""
+
+    victims: int
     codes: np.ndarray
     cols: list[np.ndarray]
-    seq: np.ndarray
     entered: np.ndarray
     left: np.ndarray
+    dead: int                # inserts that also left within the release (the first ``dead`` ones)
 
 
 class HashIndexSynopsis(Synopsis):
     kind = "hash_index"
 
     def __init__(self) -> None:
-        self.sign = np.empty(0, dtype=np.int8)
-        self.cols: list[np.ndarray] | None = None
-        self.codes = _EMPTY
-        self.seq = _EMPTY            # insertion order of each row: the oldest live row has the smallest
-        self.next_seq = 0
-        self.negatives = 0           # stored deletes (0 in the first-in-first-out regime)
+        self.log: _Log | None = None          # first-in-first-out form (None until a row is seen)
+        self.runs: list[_Run] = []
+        self.table: _Signed | None = None     # signed form, when deletes did not match first in, first out
+        self.next_seq = 0                     # signed form: the sequence number of the next row
 
     def __len__(self) -> int:
-        return len(self.codes)
+        if self.table is not None:
+            return len(self.table.codes)
+        return len(self.log) if self.log is not None else 0
 
     def rows(self) -> int:
-        return len(self.codes)
+        return len(self)
 
     def nbytes(self) -> int:
-        return rows_bytes(self.seq, self.sign, self.cols or []) + self.codes.nbytes
+        if self.table is not None:
+            t = self.table
+            return rows_bytes(t.seq, t.sign, t.cols) + t.codes.nbytes
+        if self.log is None:
+            return 0
+        return self.log.nbytes() + sum(r.codes.nbytes + r.seqs.nbytes for r in self.runs)
 
     def signed(self) -> bool:
-        """Whether the table holds stored deletes (rows with sign -1) besides plain rows."""
-        return self.negatives > 0
+        """Whether the index is in its signed form (stored deletes may be present)."""
+        return self.table is not None
 
-    # ---------------------------------------------------------------- probing
+    # ---------------------------------------------------------------- first in, first out
 
-    def probe(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each probe code, the positions of the equal keys: (probe index, table index) pairs."""
-        return expand(*locate(self.codes, codes))
-
-    # ---------------------------------------------------------------- lifetimes (first in, first out)
-
-    def lifetimes(self, ts: np.ndarray | None = None, sign: np.ndarray | None = None,
-                  cols: list[np.ndarray] | None = None, codes: np.ndarray | None = None) -> Lifetimes | None:
-        """The table with a batch of signed rows merged in, each row with the instant it entered (``OLD`` for
-        rows already held) and the instant it left (``LIVE`` if it did not), deletes matched first in, first
-        out and checked value for value. Nothing changes until ``adopt``. None when the deletes do not match
-        so, or the table holds stored deletes: the caller then applies the batch as signed rows."""
-        if self.negatives:
+    def match(self, ts: np.ndarray | None = None, sign: np.ndarray | None = None,
+              cols: list[np.ndarray] | None = None, codes: np.ndarray | None = None) -> Release | None:
+        """The release's deletes matched with the oldest live rows (then with its own first inserts), checked
+        value for value. Nothing changes. None when they do not match so, or the index is signed: the caller
+        then applies the release as signed rows."""
+        if self.table is not None and not self._unsign():
             return None
-        n_old = len(self.codes)
         if ts is None or not len(ts):
-            return Lifetimes(self.codes, self.cols or [], self.seq, np.full(n_old, OLD), np.full(n_old, LIVE))
-        if self.cols is None:
-            self.cols = [c[:0] for c in cols]
+            return Release(0, _EMPTY, [], _EMPTY, _EMPTY, 0)
+        log = self.log if self.log is not None else _Log(cols)
         pos = sign > 0
+        if pos.all():
+            return Release(0, codes, cols, ts, np.full(len(ts), LIVE), 0)
         ins, dels = np.flatnonzero(pos), np.flatnonzero(~pos)
-        n_del = len(dels)
+        n_old, n_del = len(log), len(dels)
         if n_del > n_old + len(ins):
             return None
-        old_left = np.full(n_old, LIVE)
-        new_left = np.full(len(ins), LIVE)
-        if n_del:
-            if n_del < n_old:
-                victims = np.argpartition(self.seq, n_del - 1)[:n_del]
+        victims = min(n_del, n_old)
+        dead = n_del - victims
+        for c_log, c_new in zip(log.live_cols(victims), cols):
+            gone = np.concatenate([c_log, c_new[ins[:dead]]]) if dead else c_log
+            if not _same(gone, c_new[dels]):
+                return None
+        if dead and np.any(ts[dels[victims:]] < ts[ins[:dead]]):       # a delete before its insert
+            return None
+        left = np.full(victims + len(ins), LIVE)
+        left[:n_del] = ts[dels]
+        entered = np.concatenate([np.full(victims, OLD), ts[ins]])
+        t_codes = np.concatenate([log.live_codes(victims), codes[ins]])
+        t_cols = [np.concatenate([c_log, c_new[ins]]) for c_log, c_new in zip(log.live_cols(victims), cols)]
+        return Release(victims, t_codes, t_cols, entered, left, dead)
+
+    def find(self, codes: np.ndarray, skip: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(probe index, sequence number) of every live row with an equal key, leaving out the ``skip`` oldest
+        live rows (first-in-first-out form)."""
+        if self.log is None or not len(self.log) or not len(codes):
+            return _EMPTY, _EMPTY
+        first = self.log.head + skip
+        found = []
+        for run in self.runs:
+            if not len(run):
+                continue
+            pidx, tidx = expand(*run.locate(codes))
+            if len(pidx):
+                seq = run.seqs[tidx]
+                keep = seq >= first
+                found.append((pidx[keep], seq[keep]) if not keep.all() else (pidx, seq))
+        if not found:
+            return _EMPTY, _EMPTY
+        if len(found) == 1:
+            return found[0]
+        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+
+    def gather(self, seq: np.ndarray) -> list[np.ndarray]:
+        """The columns of the rows with these sequence numbers (first-in-first-out form)."""
+        return self.log.take(seq)
+
+    def adopt(self, rel: Release) -> None:
+        """Apply a release from ``match``: its victims leave, its inserts that did not leave arrive."""
+        if not len(rel.codes):
+            return
+        if self.log is None:
+            self.log = _Log(rel.cols)
+        log = self.log
+        log.drop(rel.victims)
+        new_codes = rel.codes[rel.victims + rel.dead:]
+        if len(new_codes):
+            first = log.tail
+            log.append(new_codes, [c[rel.victims + rel.dead:] for c in rel.cols])
+            order = np.argsort(new_codes, kind="stable")
+            self.runs.append(_Run(new_codes[order], first + order))
+        self._tidy()
+
+    def _tidy(self) -> None:
+        """Merge runs geometrically, and rebuild them all once dead entries outnumber live rows."""
+        runs, head = self.runs, self.log.head
+        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+            b = runs.pop()
+            runs[-1] = _Run.merge([runs[-1], b], head)
+        if sum(len(r) for r in runs) > 2 * len(self.log) + 256:
+            self.runs = [_Run.merge(runs, head)] if len(self.log) else []
+
+    # ---------------------------------------------------------------- signed form
+
+    def signed_table(self) -> _Signed:
+        """The index in its signed form (converted from the first-in-first-out form if need be)."""
+        if self.table is None:
+            log = self.log
+            if log is None or not len(log):
+                cols = [c[:0] for c in log.cols] if log is not None else []
+                self.table = _Signed(_EMPTY, np.empty(0, np.int8), _EMPTY, cols, log is not None)
             else:
-                victims = np.arange(n_old)
-            victims = victims[np.argsort(self.seq[victims])]
-            k_new = n_del - len(victims)
-            for c_state, c_new in zip(self.cols, cols):
-                gone = c_state[victims]
-                if k_new:
-                    gone = np.concatenate([gone, c_new[ins[:k_new]]])
-                if not _same(gone, c_new[dels]):
-                    return None
-            old_left[victims] = ts[dels[:len(victims)]]
-            if k_new:
-                new_left[:k_new] = ts[dels[len(victims):]]
-                if np.any(new_left[:k_new] < ts[ins[:k_new]]):       # a delete before its insert
-                    return None
-        k = np.argsort(codes[ins], kind="stable")        # the inserts (by ordinal) in key order
-        o = ins[k]                                        # ... and by position in the batch
-        m = _Merge(self.codes, codes[o])
-        return Lifetimes(m(self.codes, codes[o]), [m(a, c[o]) for a, c in zip(self.cols, cols)],
-                         m(self.seq, self.next_seq + k), m(np.full(n_old, OLD), ts[o]),
-                         m(old_left, new_left[k]))
+                seq = np.arange(log.head, log.tail, dtype=np.int64)
+                codes = log.live_codes()
+                order = np.argsort(codes, kind="stable")
+                self.table = _Signed(codes[order], np.ones(len(order), np.int8), seq[order],
+                                     [c[order] for c in log.live_cols()], True)
+            self.next_seq = log.tail if log is not None else 0
+            self.log, self.runs = None, []
+        return self.table
 
-    def adopt(self, life: Lifetimes) -> None:
-        """Make the rows of ``life`` that did not leave the table's contents."""
-        stay = life.left == LIVE
-        self.codes, self.seq = life.codes[stay], life.seq[stay]
-        if self.cols is not None:           # still None: no row was ever seen, so no column is known
-            self.cols = [c[stay] for c in life.cols]
-        self.sign = np.ones(len(self.codes), dtype=np.int8)
-        self.next_seq = max(self.next_seq, int(life.seq.max()) + 1) if len(life.seq) else self.next_seq
-
-    # ---------------------------------------------------------------- maintenance
+    def lookup(self, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
+        """Every held row with a key equal to a probe's, in either form: (probe index, the rows' columns, their
+        signs, or None when all are +1)."""
+        if self.table is None:
+            pidx, seq = self.find(codes)
+            return pidx, (self.gather(seq) if self.log is not None else []), None
+        t = self.table
+        pidx, tidx = expand(*locate(t.codes, codes))
+        return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
-        """Apply signed rows (inserts and deletes, in time order) with their key codes: deletes matched first
-        in, first out remove their rows (``lifetimes``); otherwise they are stored signed."""
+        """Apply signed rows (inserts and deletes, in time order) with their key codes: matched first in, first
+        out when they can be (``match``), else stored signed."""
         if not len(codes):
             return
-        if self.cols is None:
-            self.cols = [c[:0] for c in cols]
-        if (sign < 0).any() and (life := self.lifetimes(ts, sign, cols, codes)) is not None:
-            self.adopt(life)
+        if (rel := self.match(ts, sign, cols, codes)) is not None:
+            self.adopt(rel)
             return
-        n_del = int((sign < 0).sum())
+        t = self.signed_table()
+        if not t.known:
+            t.cols, t.known = [c[:0] for c in cols], True
         seq = self.next_seq + np.arange(len(codes), dtype=np.int64)
         self.next_seq += len(codes)
-        self._merge(sign, cols, codes, seq)
+        t.merge(sign, cols, codes, seq)
+        n_del = int((sign < 0).sum())
         if n_del:
-            self.negatives += n_del
-            if self.negatives > 64 and self.negatives * 4 > len(self.codes):
-                self.compact()      # after which batches can take the first-in-first-out path again
+            t.negatives += n_del
+            if t.negatives > 64 and t.negatives * 4 > len(t.codes):
+                t.compact()      # after which the index can go back to the first-in-first-out form
 
-    def _merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
+    def _unsign(self) -> bool:
+        """Back to the first-in-first-out form if the signed table holds no stored deletes: its rows go into a
+        log oldest first (renumbered), indexed by one run."""
+        t = self.table
+        if t.negatives:
+            return False
+        self.table, self.log, self.runs = None, None, []
+        if t.known:
+            order = np.argsort(t.seq, kind="stable")
+            self.log = _Log(t.cols)
+            codes = t.codes[order]
+            self.log.append(codes, [c[order] for c in t.cols])
+            if len(codes):
+                by_code = np.argsort(codes, kind="stable")
+                self.runs = [_Run(codes[by_code], self.log.head + by_code)]
+        return True
+
+
+class _Signed:
+    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number."""
+
+    def __init__(self, codes: np.ndarray, sign: np.ndarray, seq: np.ndarray, cols: list[np.ndarray],
+                 known: bool) -> None:
+        self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
+        self.known = known           # whether the columns' types are known (a row was seen)
+        self.negatives = 0
+
+    def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
-        if not len(codes):
-            return
         order = np.argsort(codes, kind="stable")
         sign, codes, seq = sign[order], codes[order], seq[order]
         cols = [c[order] for c in cols]
@@ -157,25 +251,126 @@ class HashIndexSynopsis(Synopsis):
         self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
 
     def compact(self) -> None:
-        """Net each distinct row's inserts and deletes, keeping rows with a positive count."""
-        if self.cols is None or not self.negatives:
-            return
+        """Net each distinct row's inserts and deletes, keeping as many copies as its count (the oldest
+        entries: copies of one row are alike but for their age, which first-in-first-out matching reads)."""
         code = row_codes(self.cols)
         if code is None:
             return
         _, starts, _ = segments(np.zeros(len(code), dtype=np.int64), code)
-        order = np.lexsort((np.arange(len(code)), code))
+        order = np.lexsort((self.seq, code))
         net = np.add.reduceat(self.sign[order].astype(np.int64), starts) if len(starts) else starts
-        first = order[starts]
-        keep = net > 0
-        idx = np.repeat(first[keep], net[keep])
-        o = np.argsort(self.codes[idx], kind="stable")
-        idx = idx[o]
-        self.codes = self.codes[idx]
-        self.seq = self.seq[idx]
+        lengths = np.diff(np.append(starts, len(order)))
+        rank = np.arange(len(order)) - np.repeat(starts, lengths)
+        idx = order[rank < np.repeat(net, lengths)]
+        idx = idx[np.argsort(self.codes[idx], kind="stable")]
+        self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
         self.sign = np.ones(len(idx), dtype=np.int8)
-        self.cols = [c[idx] for c in self.cols]
         self.negatives = 0
+
+
+class _Run:
+    """An index run: (key code, sequence number) pairs sorted by code, with its distinct codes and where each
+    begins, so that a probe costs one binary search (or one lookup when the codes span a small range)."""
+
+    __slots__ = ("codes", "seqs", "keys", "bounds")
+
+    def __init__(self, codes: np.ndarray, seqs: np.ndarray) -> None:
+        self.codes, self.seqs = codes, seqs
+        first = np.flatnonzero(np.diff(codes)) + 1 if len(codes) else _EMPTY
+        self.keys = codes[np.concatenate([[0], first])] if len(codes) else _EMPTY
+        self.bounds = np.concatenate([[0], first, [len(codes)]]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each probe code, the first position of an equal code and how many there are."""
+        keys = self.keys
+        lo_code, hi_code = int(keys[0]), int(keys[-1])
+        if hi_code - lo_code < 4 * (len(keys) + len(codes)) + 256:
+            return locate(self.codes, codes)
+        i = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
+        lo = self.bounds[i]
+        return lo, np.where(keys[i] == codes, self.bounds[i + 1] - lo, 0)
+
+    @staticmethod
+    def merge(runs: list[_Run], head: int) -> _Run:
+        """One run from several (oldest first), without the entries of rows before ``head`` (gone)."""
+        codes = np.concatenate([r.codes for r in runs])
+        seqs = np.concatenate([r.seqs for r in runs])
+        live = seqs >= head
+        codes, seqs = codes[live], seqs[live]
+        order = np.argsort(codes, kind="stable")
+        return _Run(codes[order], seqs[order])
+
+
+class _Log:
+    """Rows in arrival order, numbered consecutively: row ``seq`` sits at position ``seq - base``. Appending and
+    dropping the oldest rows move only those rows; the buffers grow by doubling (amortised O(1) a row)."""
+
+    def __init__(self, like: list[np.ndarray]) -> None:
+        self.codes = _EMPTY
+        self.cols = [np.empty(0, dtype=c.dtype) for c in like]
+        self.start = self.end = 0
+        self.base = 0
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    @property
+    def head(self) -> int:
+        """Sequence number of the oldest live row."""
+        return self.base + self.start
+
+    @property
+    def tail(self) -> int:
+        """Sequence number the next row appended gets."""
+        return self.base + self.end
+
+    def nbytes(self) -> int:
+        """The buffers whole (spare capacity included), plus the objects the live rows point to."""
+        total = self.codes.nbytes + sum(c.nbytes for c in self.cols)
+        return total + sum(array_bytes(c) - c.nbytes for c in self.live_cols() if c.dtype.kind == "O")
+
+    def live_codes(self, n: int | None = None) -> np.ndarray:
+        return self.codes[self.start:self.end if n is None else self.start + n]
+
+    def live_cols(self, n: int | None = None) -> list[np.ndarray]:
+        stop = self.end if n is None else self.start + n
+        return [c[self.start:stop] for c in self.cols]
+
+    def take(self, seq: np.ndarray) -> list[np.ndarray]:
+        pos = seq - self.base
+        return [c[pos] for c in self.cols]
+
+    def drop(self, n: int) -> None:
+        for c in self.cols:
+            if c.dtype.kind == "O":
+                c[self.start:self.start + n] = None      # let the dropped rows' objects go
+        self.start += n
+
+    def append(self, codes: np.ndarray, cols: list[np.ndarray]) -> None:
+        n = len(codes)
+        dtypes = [np.result_type(b.dtype, c.dtype) if b.dtype != c.dtype else b.dtype
+                  for b, c in zip(self.cols, cols)]
+        if self.end + n > len(self.codes) or any(d != b.dtype for d, b in zip(dtypes, self.cols)):
+            live = len(self)
+            cap = max(64, 2 * (live + n))
+            fresh = np.empty(cap, dtype=np.int64)
+            fresh[:live] = self.codes[self.start:self.end]
+            self.codes = fresh
+            moved = []
+            for b, d in zip(self.cols, dtypes):
+                col = np.empty(cap, dtype=d)
+                col[:live] = b[self.start:self.end]
+                moved.append(col)
+            self.cols = moved
+            self.base += self.start
+            self.start, self.end = 0, live
+        self.codes[self.end:self.end + n] = codes
+        for b, c in zip(self.cols, cols):
+            b[self.end:self.end + n] = c
+        self.end += n
 
 
 def locate(table: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

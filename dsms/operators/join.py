@@ -3,12 +3,13 @@
 Source: digest-004 R-PLAN-06 (one synopsis per input, hashed on the join key) and P-14 (deletes retract
 results); digest-002a section 2.15 (the positive/negative approach): Δ(L ⋈ R) = ΔL ⋈ R + L' ⋈ ΔR.
 
-The binary base releases the deltas of both sides up to the common frontier. Each side's state is a table of
-rows sorted by key code (``HashIndexSynopsis``); probes are located by binary search, or by lookup when the
-codes span a small range, and the matching pairs gathered with index arithmetic. A release is applied in one
-of two ways:
+The binary base releases the deltas of both sides up to the common frontier. Each side's state is a
+``HashIndexSynopsis`` (rows in arrival order, found by key through sorted index runs; see its module): probes
+are located by binary search, or by lookup when the codes span a small range, and the matching pairs gathered
+with index arithmetic, so a release costs in proportion to the release, not to the rows held. A release is
+applied in one of two ways:
 
-- **Lifetimes** (the usual case: windows over streams, whose deletes retract rows first in, first out). Each
+- **First in, first out, by lifetimes** (the usual case: windows over streams, whose deletes retract rows first in, first out). Each
   delete is matched with the row it retracts, so every row touched by the release has the instant it entered
   and the instant it left; a pair is in the join from the later entry to the earlier exit. The output is each
   pair's insert and delete, and nothing for pairs that never overlap: no changes that cancel within the
@@ -31,7 +32,7 @@ from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import colmap
 from dsms.operators.binary import BinaryOperator
 from dsms.queues import Queue
-from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Lifetimes, expand, locate
+from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Release, expand, locate
 from synopses.rowcodes import row_codes
 
 
@@ -75,51 +76,74 @@ class JoinOp(BinaryOperator):
     def process(self, parts: list[tuple[int, Batch]]) -> None:
         got = dict(parts)
         codes = {side: self._codes(side, b) for side, b in got.items()}
-        lives = []
+        rels = []
         for side in (0, 1):
             b = got.get(side)
-            life = self.sides[side].lifetimes(*((b.ts, b.sign, b.cols, codes[side]) if b is not None else ()))
-            if life is None:
+            rel = self.sides[side].match(*((b.ts, b.sign, b.cols, codes[side]) if b is not None else ()))
+            if rel is None:
                 break
-            lives.append(life)
+            rels.append(rel)
         else:
-            self._join_lifetimes(*lives)
+            self._join_fifo(*rels)
             for side in (0, 1):
-                self.sides[side].adopt(lives[side])
+                self.sides[side].adopt(rels[side])
             return
         self._join_signed(got, codes)
 
-    def _join_lifetimes(self, left: Lifetimes, right: Lifetimes) -> None:
+    def _join_fifo(self, left: Release, right: Release) -> None:
         """Each pair of rows with equal keys is in the join from the later of their entries until the earlier
         of their exits: it is inserted then (if that is in the released input) and deleted then (if so), and
-        nothing when the two never overlap. Only pairs with a row that entered or left in this release can
-        change; a pair's insert and delete never fall at one instant, so the output holds no changes that
-        cancel (the bulk signed path below produces such pairs when rows come and go within one release)."""
-        touched_l = (left.entered != OLD) | (left.left != LIVE)
-        touched_r = (right.entered != OLD) | (right.left != LIVE)
-        tl = np.flatnonzero(touched_l)
-        tr = np.flatnonzero(touched_r)
-        p1, r1 = expand(*locate(right.codes, left.codes[tl]))          # touched left rows x all right rows
-        p2, l2 = expand(*locate(left.codes, right.codes[tr]))          # touched right x untouched left
-        keep2 = ~touched_l[l2]
-        li = np.concatenate([tl[p1], l2[keep2]])
-        ri = np.concatenate([r1, tr[p2][keep2]])
-        if not len(li):
+        nothing when the two never overlap. Only pairs with a row the release touched (entered or left) can
+        change: touched left rows against every right row (held, or inserted by the release), then touched
+        right rows against the held left rows the release did not touch. A pair's insert and delete never
+        fall at one instant, so the output holds no changes that cancel (the bulk signed path below produces
+        such pairs when rows come and go within one release)."""
+        L, R = self.sides
+        parts = []              # (left cols, right cols, entered, left instants) of each group of pairs
+        # touched left rows x right rows held before the release (the right victims among them)
+        p, seq = R.find(left.codes)
+        if len(p):
+            r_pos = seq - R.log.head
+            r_left = np.full(len(seq), LIVE)
+            gone = r_pos < right.victims
+            r_left[gone] = right.left[r_pos[gone]]
+            parts.append(([c[p] for c in left.cols], R.gather(seq),
+                          left.entered[p], np.minimum(left.left[p], r_left)))
+        # touched left rows x the release's right inserts
+        ins = slice(right.victims, None)
+        if len(right.codes) > right.victims and len(left.codes):
+            order = np.argsort(right.codes[ins], kind="stable")
+            p, q = expand(*locate(right.codes[ins][order], left.codes))
+            if len(p):
+                q = right.victims + order[q]
+                parts.append(([c[p] for c in left.cols], [c[q] for c in right.cols],
+                              np.maximum(left.entered[p], right.entered[q]),
+                              np.minimum(left.left[p], right.left[q])))
+        # right rows touched x left rows held and not touched
+        q, seq = L.find(right.codes, skip=left.victims)
+        if len(q):
+            parts.append((L.gather(seq), [c[q] for c in right.cols], right.entered[q], right.left[q]))
+        if not parts:
             return
-        start = np.maximum(left.entered[li], right.entered[ri])
-        end = np.minimum(left.left[li], right.left[ri])
+        if len(parts) == 1:
+            lcols, rcols, start, end = parts[0]
+        else:
+            lcols = [np.concatenate(cs) for cs in zip(*[pt[0] for pt in parts])]
+            rcols = [np.concatenate(cs) for cs in zip(*[pt[1] for pt in parts])]
+            start = np.concatenate([pt[2] for pt in parts])
+            end = np.concatenate([pt[3] for pt in parts])
         overlap = start < end
-        ins = overlap & (start != OLD)
-        dele = overlap & (end != LIVE)
-        ts = np.concatenate([start[ins], end[dele]])
-        if not len(ts):
+        ins_m = overlap & (start != OLD)
+        del_m = overlap & (end != LIVE)
+        n_ins, n_del = int(ins_m.sum()), int(del_m.sum())
+        if not n_ins + n_del:
             return
-        li = np.concatenate([li[ins], li[dele]])
-        ri = np.concatenate([ri[ins], ri[dele]])
-        sign = np.concatenate([np.ones(int(ins.sum()), np.int8), np.full(int(dele.sum()), -1, np.int8)])
+        ts = np.concatenate([start[ins_m], end[del_m]])
+        sign = np.concatenate([np.ones(n_ins, np.int8), np.full(n_del, -1, np.int8)])
         o = np.argsort(ts, kind="stable")
-        li, ri = li[o], ri[o]
-        out = Batch(ts[o], sign[o], [c[li] for c in left.cols] + [c[ri] for c in right.cols])
+        ii, dd = np.flatnonzero(ins_m), np.flatnonzero(del_m)
+        rows = np.concatenate([ii, dd])[o]
+        out = Batch(ts[o], sign[o], [c[rows] for c in lcols] + [c[rows] for c in rcols])
         if self.predicate is not None:
             out = out.take(self.predicate(colmap(out), len(out)))
         self.emit(out)
@@ -130,13 +154,11 @@ class JoinOp(BinaryOperator):
         have found the other, had they been applied one by one in time order)."""
         outs = []
         for side, b in got.items():
-            other = self.sides[1 - side]
-            if len(other):
-                pidx, tidx = other.probe(codes[side])
-                if len(pidx):
-                    mine = b.take(pidx)
-                    sign = mine.sign * other.sign[tidx] if other.signed() else mine.sign
-                    outs.append(self._joined(side, mine, [c[tidx] for c in other.cols], mine.ts, sign))
+            pidx, theirs, their_sign = self.sides[1 - side].lookup(codes[side])
+            if len(pidx):
+                mine = b.take(pidx)
+                sign = mine.sign * their_sign if their_sign is not None else mine.sign
+                outs.append(self._joined(side, mine, theirs, mine.ts, sign))
         if len(got) == 2:
             lb, rb = got[0], got[1]
             o = np.argsort(codes[1], kind="stable")

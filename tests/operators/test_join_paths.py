@@ -30,9 +30,9 @@ action = st.tuples(st.integers(0, 2), st.sampled_from("SSTTR"), st.integers(0, 2
 
 def run(query: str, actions, resize_at: int | None, lifetimes: bool, joined: list | None = None,
         unique: bool = False):
-    saved, saved_emit = HashIndexSynopsis.lifetimes, JoinOp.emit
+    saved, saved_emit = HashIndexSynopsis.match, JoinOp.emit
     if not lifetimes:
-        HashIndexSynopsis.lifetimes = lambda self, *a: None
+        HashIndexSynopsis.match = lambda self, *a: None
     if joined is not None:
         JoinOp.emit = lambda self, batch: (joined.append(batch), saved_emit(self, batch))[1]
     try:
@@ -69,7 +69,7 @@ def run(query: str, actions, resize_at: int | None, lifetimes: bool, joined: lis
             out.setdefault(e.ts, Counter())[(e.sign, tuple(sorted(e.row.items())))] += 1
         return out
     finally:
-        HashIndexSynopsis.lifetimes, JoinOp.emit = saved, saved_emit
+        HashIndexSynopsis.match, JoinOp.emit = saved, saved_emit
 
 
 @settings(max_examples=120, deadline=None)
