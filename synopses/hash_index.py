@@ -32,6 +32,7 @@ from synopses.rowcodes import row_codes, segments
 _EMPTY = np.empty(0, dtype=np.int64)
 OLD = np.iinfo(np.int64).min        # entered before the release at hand
 LIVE = np.iinfo(np.int64).max       # has not left (as far as the released input tells)
+SMALL = 2048                        # rows held up to which one index run is rebuilt by a sort per release
 
 
 class Release(NamedTuple):
@@ -149,6 +150,11 @@ class HashIndexSynopsis(Synopsis):
         if len(new_codes):
             first = log.tail
             log.append(new_codes, [c[rel.victims + rel.dead:] for c in rel.cols])
+            if len(log) <= SMALL:           # one sort of the few rows held beats merging runs
+                codes = log.live_codes()
+                order = np.argsort(codes, kind="stable")
+                self.runs = [_Run(codes[order], log.head + order)]
+                return
             order = np.argsort(new_codes, kind="stable")
             self.runs.append(_Run(new_codes[order], first + order))
         self._tidy()
@@ -272,26 +278,28 @@ class _Run:
     """An index run: (key code, sequence number) pairs sorted by code, with its distinct codes and where each
     begins, so that a probe costs one binary search (or one lookup when the codes span a small range)."""
 
-    __slots__ = ("codes", "seqs", "keys", "bounds")
+    __slots__ = ("codes", "seqs", "_keys", "_bounds")
 
     def __init__(self, codes: np.ndarray, seqs: np.ndarray) -> None:
         self.codes, self.seqs = codes, seqs
-        first = np.flatnonzero(np.diff(codes)) + 1 if len(codes) else _EMPTY
-        self.keys = codes[np.concatenate([[0], first])] if len(codes) else _EMPTY
-        self.bounds = np.concatenate([[0], first, [len(codes)]]).astype(np.int64)
+        self._keys: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.codes)
 
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the first position of an equal code and how many there are."""
-        keys = self.keys
-        lo_code, hi_code = int(keys[0]), int(keys[-1])
-        if hi_code - lo_code < 4 * (len(keys) + len(codes)) + 256:
-            return locate(self.codes, codes)
+        table = self.codes
+        if int(table[-1]) - int(table[0]) < 4 * (len(table) + len(codes)) + 256:
+            return locate(table, codes)
+        if self._keys is None:           # distinct codes and where each begins, built on first need
+            first = np.flatnonzero(table[1:] != table[:-1]) + 1
+            self._keys = table[np.concatenate([[0], first])]
+            self._bounds = np.concatenate([[0], first, [len(table)]]).astype(np.int64)
+        keys, bounds = self._keys, self._bounds
         i = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
-        lo = self.bounds[i]
-        return lo, np.where(keys[i] == codes, self.bounds[i + 1] - lo, 0)
+        lo = bounds[i]
+        return lo, np.where(keys[i] == codes, bounds[i + 1] - lo, 0)
 
     @staticmethod
     def merge(runs: list[_Run], head: int) -> _Run:
@@ -403,12 +411,12 @@ def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
     """Equal value for value; floats by their bits, so that NaN matches NaN and -0.0 does not match 0.0 (a
     delete carries the very value its insert did)."""
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype or len(a) != len(b):
         return False
     if a.dtype.kind == "f":
         bits = np.dtype(f"i{a.dtype.itemsize}")
-        return bool(np.array_equal(a.view(bits), b.view(bits)))
-    return bool(np.array_equal(a, b))
+        a, b = a.view(bits), b.view(bits)
+    return bool((a == b).all())
 
 
 class _Merge:
