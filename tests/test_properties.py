@@ -6,7 +6,7 @@ compares the result per instant as bags (values typed), the result kind (stream 
 
 Hypothesis' own shrinking of these workloads is slow (minutes), so it is skipped: a failing workload is reduced
 by ``minimize`` (drop actions and rows while the mismatch persists) and the report shows the reduced workload and
-the first differing instant. Profiles (tests/conftest.py): "ci" is derandomized (set CI=1), "dev" random.
+the first differing instant. Profiles (tests/conftest.py): "ci" is derandomized (the default), "dev" random (DSMS_RANDOM_TESTS=1).
 """
 
 from __future__ import annotations
