@@ -123,6 +123,25 @@ class IntIds:
             out[miss] = self._add(k[miss])
         return out
 
+    def find(self, k: np.ndarray) -> np.ndarray:
+        """The id of each key, -1 where absent; adds nothing."""
+        return self._find(k.astype(np.int64, copy=False))
+
+    def append(self, k: np.ndarray) -> None:
+        """Give distinct keys known to be absent the next ids, in their order (``ids`` numbers new keys in
+        the order its probes settle them; a caller whose ids must follow key order uses this)."""
+        n, m = self.n, len(k)
+        if n + m >= len(self.keys):
+            keys = np.zeros(max(n + m + 1, 2 * len(self.keys)), dtype=np.int64)
+            keys[:n] = self.keys[:n]
+            self.keys = keys
+        self.keys[n:n + m] = k
+        self.n = n + m
+        if 4 * self.n > len(self.slots):
+            self._rebuild()                             # places every key, the new ones included
+        else:
+            self._place(self.keys[n:n + m], np.arange(n, n + m, dtype=np.int32))
+
     def _add(self, k: np.ndarray) -> np.ndarray:
         """Ids for keys that were absent (repeats allowed): find-or-insert, probing all of them at once. Keys
         racing for one empty slot: one wins it and gets the next id; the others look at the slot again."""

@@ -18,6 +18,7 @@ from dsms.batch import Batch, from_rows
 from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
 from synopses.base import deep_bytes
+from synopses.extreme import ExtremeBag
 from synopses.state import StateSynopsis
 
 SCALE = 2**1074
@@ -26,6 +27,13 @@ SCALE = 2**1074
 def _exact(v: float) -> int:
     n, d = float(v).as_integer_ratio()
     return n * (SCALE // d)
+
+
+class _DistinctValues(Counter):
+    """The DISTINCT argument values present (count nonzero) with their running sum, kept as values come and
+    go, so that SUM/AVG(DISTINCT) need no pass over the values on each instant."""
+
+    total = 0
 
 
 class _Group:
@@ -58,8 +66,10 @@ class AggregateOp(FinalInstantsOperator):
 
     def _new_state(self, j: int):
         func, arg, distinct = self.aggs[j]
-        if distinct or func in ("MIN", "MAX"):
-            return Counter()
+        if func in ("MIN", "MAX"):
+            return ExtremeBag(want_max=func == "MAX")
+        if distinct:
+            return _DistinctValues()
         if func in ("SUM", "AVG"):
             return 0
         return None
@@ -72,12 +82,18 @@ class AggregateOp(FinalInstantsOperator):
             if st is None:
                 st = g.states[j] = self._new_state(j)
             v = row[arg]
-            if isinstance(st, Counter):
-                c = st[v] + s
+            if isinstance(st, ExtremeBag):
+                st.add(v, s)
+            elif isinstance(st, Counter):
+                old = st[v]
+                c = old + s
                 if c:
                     st[v] = c
                 else:
                     del st[v]
+                if func != "COUNT" and (old == 0) != (c == 0):
+                    x = _exact(v) if self.arg_types[j] == "FLOAT" else v
+                    st.total += x if c else -x
             elif self.arg_types[j] == "FLOAT":
                 g.states[j] = st + s * _exact(v)
             else:
@@ -89,10 +105,10 @@ class AggregateOp(FinalInstantsOperator):
         if func == "COUNT":
             return len(st) if distinct else g.count
         if func in ("MIN", "MAX"):
-            return min(st) if func == "MIN" else max(st)
+            return st.extreme()
         float_arg = self.arg_types[j] == "FLOAT"
         if distinct:
-            total = sum(_exact(v) for v in st) if float_arg else sum(st)
+            total = st.total
             n = len(st)
         else:
             total = st if st is not None else 0

@@ -6,6 +6,12 @@ folds into the state with cumulative sums instead of a Python loop. Groups get d
 (group, timestamp), the running count and sums give each group's value after every instant, and each touched
 (instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
 disappears and its sums are reset to exactly zero, so no rounding residue outlives it.
+
+FLOAT sums are kept exactly, as ``AggregateOp`` keeps them: an integer multiple of 2**-1074 per group (Python
+integers in an object array, so the cumulative sums still run in numpy's loops), plus counts of +inf, -inf and
+nan. A plain float running sum is not the sum of the window: it turns {1e17, 1.0} minus 1e17 into 0.0, and
+its last-bit drift makes a value that did not change look changed (a spurious delete and insert), while SPEC
+section 3 asks for SUM over the instantaneous relation. SUM is then the correctly rounded sum of the group.
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ from dsms.batch import Batch
 from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
+from synopses.group_ids import IntGroupIds
 from synopses.rowcodes import row_codes
 from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
-LUT_SPAN = 1 << 16          # integer group keys spanning at most this many values get a direct lookup table
 
 
 def vectorisable(aggs) -> bool:
@@ -44,18 +50,25 @@ class VectorAggregateOp(FinalInstantsOperator):
         # distinct argument columns that need a running sum
         self.sum_cols = sorted({a for f, a, _ in aggs if f in ("SUM", "AVG")})
         self.sum_float = {a: arg_types[j] == "FLOAT" for j, (f, a, _) in enumerate(aggs) if a in self.sum_cols}
+        self.n = 0                                  # groups with an id: 0 .. n-1 (arrays have capacity beyond)
+        # one integer key column: ids from a hash table with a lookup-table fast path (no Python per key);
+        # other keys: a dict of key tuples, looked up once per distinct key of a batch
+        int_key = len(group) == 1 and np.dtype(dtypes[0]).kind in "iu"
+        self.int_ids = IntGroupIds() if int_key else None
         self.gid_of: dict[tuple, int] = {}
-        self._int_table = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
-        self._lut: tuple[np.ndarray, int] = (np.empty(0, dtype=np.int64), 0)   # key - lo -> group id, or -1
         self.key_cols: list[np.ndarray] = [np.empty(0, dtype=dtypes[i]) for i in range(len(group))]
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
+        # FLOAT sums: [exact sum * 2**1074 (object), +inf count, -inf count, nan count]; ``sums`` holds its value
+        self.exact = {a: [np.zeros(0, dtype=object)] + [np.zeros(0, dtype=np.int64) for _ in range(3)]
+                      for a in self.sum_cols if self.sum_float[a]}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
 
     def _state_bytes(self) -> int:
         return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes
-                + sum(a.nbytes for a in self.sums.values()) + sum(t.nbytes for t in self._int_table)
-                + self._lut[0].nbytes
+                + sum(a.nbytes for a in self.sums.values())
+                + sum(deep_bytes(st[0].tolist()) + sum(c.nbytes for c in st[1:]) for st in self.exact.values())
+                + (self.int_ids.nbytes() if self.int_ids is not None else 0)
                 + sum(b.nbytes for b in self.held))
 
     def _groups_live(self) -> int:
@@ -63,15 +76,20 @@ class VectorAggregateOp(FinalInstantsOperator):
 
 
     def _gids(self, batch: Batch) -> np.ndarray:
-        """Dense group id per row; new groups are appended to the state arrays."""
+        """Dense group id per row; new groups get the next ids (in ascending key order within a batch)."""
         n = len(batch)
         if not self.group:
-            if not self.gid_of:
+            if not self.n:
                 self._add_groups([()])
             return np.zeros(n, dtype=np.int64)
         kcols = [batch.cols[g] for g in self.group]
-        if len(kcols) == 1 and kcols[0].dtype.kind in "iu":
-            return self._int_gids(kcols[0])
+        if self.int_ids is not None:
+            start = self.n
+            gids = self.int_ids.ids(kcols[0])
+            if self.int_ids.n > start:
+                self._reserve(self.int_ids.n)
+                self.key_cols[0][start:self.n] = self.int_ids.table.key_of()[start:]
+            return gids
         code = row_codes(kcols)
         if code is None:
             keys = list(zip(*[c.tolist() for c in kcols]))
@@ -88,47 +106,25 @@ class VectorAggregateOp(FinalInstantsOperator):
         gid_u = np.fromiter((self.gid_of[k] for k in ukeys), dtype=np.int64, count=len(ukeys))
         return gid_u[inv.reshape(-1)]
 
-    def _int_gids(self, keys: np.ndarray) -> np.ndarray:
-        """Group ids for one integer key column: a direct lookup table while the known keys span a small
-        range, else a binary search in a sorted key table (no Python per row either way)."""
-        lut, lo = self._lut
-        if len(lut) and len(keys):
-            kmin, kmax = int(keys.min()), int(keys.max())
-            if kmin >= lo and kmax < lo + len(lut):
-                gids = lut[keys - lo]
-                if gids.min() >= 0:
-                    return gids
-        uniq, inv = np.unique(keys, return_inverse=True)
-        table, gids = self._int_table
-        pos = np.searchsorted(table, uniq)
-        found = (pos < len(table)) & (table[np.minimum(pos, len(table) - 1)] == uniq) if len(table) else \
-            np.zeros(len(uniq), dtype=bool)
-        if not found.all():
-            self._add_groups([(k,) for k in uniq[~found].tolist()])
-            allk = self.key_cols[0]
-            o = np.argsort(allk, kind="stable")
-            self._int_table = (allk[o], o.astype(np.int64))
-            table, gids = self._int_table
-            pos = np.searchsorted(table, uniq)
-            span = int(table[-1]) - int(table[0]) + 1
-            if span <= max(LUT_SPAN, 4 * len(table)):
-                lut = np.full(span, -1, dtype=np.int64)
-                lut[table - table[0]] = gids
-                self._lut = (lut, int(table[0]))
-        return gids[pos][inv.reshape(-1)]
+    def _reserve(self, n: int) -> None:
+        """Make room for ``n`` groups: the state arrays double their capacity, so that adding groups costs
+        O(new groups) amortised instead of a copy of every array per batch."""
+        cap = len(self.count)
+        if n > cap:
+            size = max(n, 2 * cap, 64)
+            self.count = _grown(self.count, size)
+            self.sums = {a: _grown(v, size) for a, v in self.sums.items()}
+            self.exact = {a: [_grown(c, size) for c in st] for a, st in self.exact.items()}
+            self.key_cols = [_grown(k, size) for k in self.key_cols]
+        self.n = n
 
     def _add_groups(self, keys: list[tuple]) -> None:
-        start = len(self.count)
+        start = len(self.gid_of)
         for i, k in enumerate(keys):
             self.gid_of[k] = start + i
-        m = len(keys)
+        self._reserve(start + len(keys))
         for j in range(len(self.group)):
-            col = np.empty(m, dtype=self.dtypes[j])
-            col[:] = [k[j] for k in keys]
-            self.key_cols[j] = np.concatenate([self.key_cols[j], col])
-        self.count = np.concatenate([self.count, np.zeros(m, dtype=np.int64)])
-        for a in self.sum_cols:
-            self.sums[a] = np.concatenate([self.sums[a], np.zeros(m, dtype=self.sums[a].dtype)])
+            self.key_cols[j][start:self.n] = [k[j] for k in keys]
 
     def process(self, batch: Batch) -> None:
         n = len(batch)
@@ -147,11 +143,20 @@ class VectorAggregateOp(FinalInstantsOperator):
         starts_idx = np.nonzero(grp_start)[0]
         # running count after each row, per group
         run_cnt = self._running(sign, grp_start, starts_idx, self.count[g_s])
-        run_sum = {}
+        run_sum, run_exact = {}, {}
         for a in self.sum_cols:
             v = batch.cols[a][order]
-            vals = (sign * v) if not self.sum_float[a] else sign.astype(np.float64) * v
-            run_sum[a] = self._running(vals, grp_start, starts_idx, self.sums[a][g_s])
+            if self.sum_float[a]:
+                # exact running state per row (integer sum and non-finite counts); values only at segment ends
+                deltas = [_exact_ints(v) * sign.astype(object), sign * (v == np.inf), sign * (v == -np.inf),
+                          sign * np.isnan(v)]
+                run_exact[a] = [self._running(d, grp_start, starts_idx, st[g_s])
+                                for d, st in zip(deltas, self.exact[a])]
+                rs = np.zeros(n, dtype=np.float64)
+                rs[ends] = _exact_value(*[r[ends] for r in run_exact[a]])
+                run_sum[a] = rs
+            else:
+                run_sum[a] = self._running(sign * v, grp_start, starts_idx, self.sums[a][g_s])
         seg_g = g_s[ends]
         seg_t = t_s[ends]
         new_cnt = run_cnt[ends]
@@ -185,6 +190,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         for a in self.sum_cols:
             fin = run_sum[a][ends][last_of_group]
             self.sums[a][fg] = np.where(self.count[fg] > 0, fin, 0)
+            if a in run_exact:
+                live = self.count[fg] > 0
+                for st, r in zip(self.exact[a], run_exact[a]):
+                    st[fg] = np.where(live, r[ends][last_of_group], 0)
         # emit: -old where the group existed and changed, +new where it exists and changed
         changed = (old_cnt > 0) != (new_cnt > 0)
         for nv, ov in zip(new_vals, old_vals):
@@ -210,31 +219,51 @@ class VectorAggregateOp(FinalInstantsOperator):
 
     @staticmethod
     def _running(vals: np.ndarray, grp_start: np.ndarray, starts_idx: np.ndarray, base: np.ndarray):
-        """Per-group running total after each row (rows sorted by group), starting from ``base``.
-
-        Integers use one cumulative sum. Floats are summed in each group's own order, as a sequential loop
-        would (a padded group x position matrix), so that one group's large values never cost another group
-        precision; when a few groups hold most rows the padding would be large, and one extended-precision
-        cumulative sum is used instead.
-        """
+        """Per-group running integer total after each row (rows sorted by group), starting from ``base``: one
+        cumulative sum (exact FLOAT sums are integers too, in object arrays)."""
         group_no = np.cumsum(grp_start) - 1
-        if vals.dtype.kind != "f":
-            cs = np.cumsum(vals)
-            before = cs[starts_idx] - vals[starts_idx]
-            return cs - before[group_no] + base
-        n = len(vals)
-        pos = np.arange(n) - starts_idx[group_no]
-        m = int(pos.max()) + 1 if n else 0
-        g = len(starts_idx)
-        if g * (m + 1) <= 8 * n + 64:
-            mat = np.zeros((g, m + 1), dtype=np.float64)
-            mat[:, 0] = base[starts_idx]
-            mat[group_no, pos + 1] = vals
-            return np.cumsum(mat, axis=1)[group_no, pos + 1]
-        ext = vals.astype(np.longdouble)
-        cs = np.cumsum(ext)
-        before = cs[starts_idx] - ext[starts_idx]
-        return (cs - before[group_no] + base.astype(np.longdouble)).astype(np.float64)
+        cs = np.cumsum(vals)
+        before = cs[starts_idx] - vals[starts_idx]
+        return cs - before[group_no] + base
+
+
+SCALE = 2**1074       # every finite float64 is an integer multiple of 2**-1074
+_MANT = float(2**53)
+
+
+def _exact_ints(v: np.ndarray) -> np.ndarray:
+    """Each float as the exact integer v * 2**1074 (object array of Python ints); non-finite values count 0
+    here (they are counted apart). frexp gives v = m * 2**e with m * 2**53 an integer, so no rounding."""
+    m, e = np.frexp(np.where(np.isfinite(v), v, 0.0))
+    mant = (m * _MANT).astype(np.int64).astype(object)
+    shift = e.astype(np.int64) + (1074 - 53)
+    # subnormals shift right, exactly: their low mantissa bits are zero
+    return np.right_shift(np.left_shift(mant, np.maximum(shift, 0).astype(object)),
+                          np.maximum(-shift, 0).astype(object))
+
+
+def _ratio(x: int) -> float:
+    try:
+        return x / SCALE                     # Python rounds an integer quotient correctly
+    except OverflowError:                    # beyond the float range: as IEEE addition would give
+        return float("inf") if x > 0 else float("-inf")
+
+
+def _exact_value(total: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, nan: np.ndarray) -> np.ndarray:
+    """The float value of exact sums: the correctly rounded sum, or inf, -inf, nan by IEEE 754 rules."""
+    try:
+        out = (total / SCALE).astype(np.float64)        # int.__truediv__ per element, in numpy's loop
+    except OverflowError:
+        out = np.fromiter((_ratio(x) for x in total.tolist()), dtype=np.float64, count=len(total))
+    out = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, out))
+    return np.where((nan > 0) | ((pinf > 0) & (ninf > 0)), np.nan, out)
+
+
+def _grown(a: np.ndarray, size: int) -> np.ndarray:
+    """``a`` copied into a zeroed array of ``size`` elements."""
+    out = np.zeros(size, dtype=a.dtype)
+    out[:len(a)] = a
+    return out
 
 
 def _stable_order(v: np.ndarray) -> np.ndarray:
