@@ -763,8 +763,7 @@ class Binder:
                     pre_types.append(at)
                     col = len(pre_exprs) - 1
                 spec = (a.func, col, a.distinct)
-                t = {"COUNT": "INT", "AVG": "FLOAT"}.get(a.func, "INT" if at == "TIMESTAMP" and a.func == "SUM"
-                                                            else at)
+                t = {"COUNT": "INT", "AVG": "FLOAT"}.get(a.func, at)     # SUM keeps its input's type (SPEC 4)
             if spec not in aggs:
                 aggs.append(spec)
                 agg_types.append(t)

@@ -270,7 +270,9 @@ class Reference:
         self.objects: dict[str, object] = {}      # lower name -> _Stream | _Relation | _Derived
         self._seq = 0
         self._anon = 0
-        self._hb = 0                               # highest global heartbeat
+        # highest global heartbeat; timestamps may be negative down to -2**62 (contract: |ts| <= 2**62), so
+        # the start is below every legal timestamp, not 0
+        self._hb = -(2**62)
         self._reset(None, ())
 
     # ------------------------------------------------------------------ catalog and input
@@ -1095,10 +1097,10 @@ class Reference:
         f = e.func
         if f == "COUNT":
             return len(vals)
-        if f == "SUM":
-            return sum(vals[1:], vals[0])
+        if f == "SUM":   # FLOAT: the correctly rounded sum of the bag, whatever order its values came in
+            return math.fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
         if f == "AVG":
-            return float(sum(vals)) / len(vals)
+            return math.fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
         if f == "MIN":
             return min(vals)
         if f == "MAX":

@@ -184,3 +184,16 @@ def test_change_point_evaluation_equals_evaluating_every_instant(w):
         return
     assert diff(sparse, run_reference(w, dense=True)) is None
     assert w.statements[:len(CATALOG)] == CATALOG
+
+
+def test_negative_timestamps_are_legal_input():
+    """Contract: |ts| <= 2**62, so an input may start below 0; SLIDE rounds down to the multiple of S at or below
+    τ for negative instants too ([RANGE 10 SLIDE 5] at τ=4 is evaluated at 0, at τ=5 at 5)."""
+    ref = _ref()
+    ref.push("S", [{"a": 1, "b": 0, "c": "", "d": 0.0}], ts=-7)
+    ref.push("S", [{"a": 2, "b": 0, "c": "", "d": 0.0}], ts=-5)
+    ref.push("S", [{"a": 3, "b": 0, "c": "", "d": 0.0}], ts=4)
+    assert ref.results("SELECT COUNT(*) AS n FROM S [RANGE 10 SLIDE 5]", until=30) == [
+        (-5, 1, {"n": 2}), (5, 1, {"n": 1}), (5, -1, {"n": 2}), (15, -1, {"n": 1})]
+    assert ref.results("SELECT a FROM S [RANGE 3]", until=30) == [(-7, 1, {"a": 1}), (-5, 1, {"a": 2}),
+                                                                  (4, 1, {"a": 3})]
