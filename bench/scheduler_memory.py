@@ -389,6 +389,18 @@ def held_rows(op) -> int:
     return sum(rows for _, rows in f()) if f is not None else 0
 
 
+def held_bytes(op) -> int:
+    """Bytes of the input rows ``op`` has read from its queues but holds until its input frontier passes them
+    (a join's or set operation's deltas waiting for the other input, an aggregate's or sink's instant not
+    final yet): queued input in all but name, which the queues' bytes do not show (read only)."""
+    total = 0
+    for attr in ("pending", "held", "buffer"):
+        for x in getattr(op, attr, None) or ():
+            for b in (x if isinstance(x, list) else (x,)):
+                total += getattr(b, "nbytes", 0)
+    return total
+
+
 def state_rows(op) -> int:
     """Rows in the operator's synopses (windows, join tables, groups), read only."""
     return sum(s.rows() for s in getattr(op, "synopses", ()))
@@ -435,6 +447,8 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
     events = engine_events(arr)
     run.now = events[0][0]
     times, sizes, lats, i = [], [], [], 0
+    holders = [o for o in run.eng.ops if any(hasattr(o, a) for a in ("pending", "held", "buffer"))]
+    with_held = 0
     while True:
         while i < len(events) and events[i][0] <= run.now:
             t, kind, src = events[i]
@@ -442,6 +456,7 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
             i += 1
         times.append(run.now)
         sizes.append(sum(q.bytes for q in queues))
+        with_held = max(with_held, sizes[-1] + sum(held_bytes(o) for o in holders))
         ran = run.step()
         lats += run.drain()
         if not ran:
@@ -453,6 +468,7 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
     avg = sum(b * (t1 - t0) for b, t0, t1 in zip(sizes, times, times[1:])) / span if span else 0.0
     lat = np.concatenate(lats) if lats else np.zeros(0)
     out = summary(max(sizes), avg, lat, float(lat.max()) if len(lat) else 0.0, policy)
+    out["peak_with_held"] = with_held
     out["busy_ns"] = run.busy
     out["cpu_ns"] = run.cpu
     out["sched_us_per_pick"] = run.sched_ns / 1e3 / max(run.picks, 1)
@@ -680,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
             "fifo_utilisation": round(res["fifo"]["busy_ns"] / span, 3) if engine else None,
             "queries": w.queries if engine else None,
             "peak_bytes": {n: round(res[n]["peak"]) for n in ORDER},
+            "peak_with_held_bytes": {n: round(res[n].get("peak_with_held", 0)) for n in ORDER} if engine else None,
             "avg_bytes": {n: round(res[n]["avg"]) for n in ORDER},
             "p99_latency_ms": {n: round(res[n]["p99"], 3) for n in ORDER},
             "max_latency_ms": {n: round(res[n]["max"], 3) for n in ORDER},
@@ -693,7 +710,8 @@ def main(argv: list[str] | None = None) -> int:
             "chain_recomputes": res["chain"]["stats"].get("recomputes"),
         })
 
-    hdr = (f"{'workload':22} {'util':>4} {'policy':12} {'peak KB':>9} {'avg KB':>8} {'p99 ms':>8} {'max ms':>8}"
+    hdr = (f"{'workload':22} {'util':>4} {'policy':12} {'peak KB':>9}" + (f" {'+held KB':>9}" if engine else "")
+           + f" {'avg KB':>8} {'p99 ms':>8} {'max ms':>8}"
            + (f" {'work ms':>8} {'cpu ms':>8} {'sched us':>8}" if engine else ""))
     clock = f", clock {args.clock}" if engine else ""
     print(f"driver: {args.driver}{clock}, {batches} batches of {args.batch_rows} rows per workload, seed {args.seed}")
@@ -702,7 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         for n in ORDER:
             print(f"{r['name']:22} {r['utilisation']:>4} {n:12} {r['peak_bytes'][n] / 1024:>9.1f} "
-                  f"{r['avg_bytes'][n] / 1024:>8.1f} {r['p99_latency_ms'][n]:>8.2f} {r['max_latency_ms'][n]:>8.2f}"
+                  + (f"{r['peak_with_held_bytes'][n] / 1024:>9.1f} " if engine else "")
+                  + f"{r['avg_bytes'][n] / 1024:>8.1f} {r['p99_latency_ms'][n]:>8.2f} {r['max_latency_ms'][n]:>8.2f}"
                   + (f" {r['work_ms'][n]:>8.1f} {r['cpu_ms'][n]:>8.1f} {r['sched_us_per_pick'][n]:>8.1f}"
                      if engine else ""))
         forced = (f"; unavoidable wait {r['forced_wait_ms']:.2f} ms; mean gap {r['mean_gap_us']:.0f} us, "
@@ -716,6 +735,12 @@ def main(argv: list[str] | None = None) -> int:
     print("peak-memory ratios against Chain, per workload, and the median:")
     for key, v in ratios.items():
         print(f"  {key:18} " + " ".join(f"{x:6.2f}" for x in v) + f"   median {statistics.median(v):.2f}")
+    if engine:
+        held = {n: [r["peak_with_held_bytes"][n] / max(r["peak_with_held_bytes"]["chain"], 1) for r in rows]
+                for n in ("fifo", "greedy")}
+        print("  counting rows held inside operators too (+held):")
+        for n, v in held.items():
+            print(f"  {n + '/chain':18} " + " ".join(f"{x:6.2f}" for x in v) + f"   median {statistics.median(v):.2f}")
     lat = [r["max_latency_ms"]["chain_flush"] / max(r["max_latency_ms"]["fifo"], 1e-9) for r in rows]
     print("  longest latency chain_flush/fifo " + " ".join(f"{x:6.2f}" for x in lat)
           + f"   median {statistics.median(lat):.2f}")

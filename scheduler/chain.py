@@ -28,16 +28,26 @@ class ChainPolicy(Policy):
     cost per tuple and queue widths in bytes, the chain of a plain path is a segment of its chart's lower
     envelope and its priority the segment's slope (memory freed per unit time). Shared queues (P-12) make
     the plan a tree of steps (all readers of a queue reading one tuple, the only way to free it), whose
-    chains come from the same rule generalised to trees (``tree_blocks``). An operator met on several trees
-    (a join, under each input) takes its highest priority. Priorities are recomputed when the plan changes,
+    chains come from the same rule generalised to trees (``tree_blocks``). A join is met once below each
+    input, as BBDM03 splits it per input; but the engine's join applies a delta only once the other input
+    has passed it, so the two chains that reach it are merged into one (``synchronised``). An operator met
+    on several trees otherwise takes its highest priority. Priorities are recomputed when the plan changes,
     or when an operator's selectivity, cost or output width has moved by more than ``drift`` (relative)
     since they were last computed.
 
     "First ready operator in the chain" (P-15), read with BBDM03's FIFO tie-break: among ready operators of
-    equal priority, the chain holding the oldest batch runs, and within it the furthest-downstream ready
-    operator, so the chain moves its oldest batch along first (in a pipeline the batch deepest in a chain is
-    its oldest; a join restamps its results with the later input's timestamp, so their stamps understate
-    their age). Remaining ties: the reader furthest behind on a shared queue, then plan order.
+    equal priority, the one holding the oldest batch decides: its chain runs, and within the chain the
+    furthest-downstream ready operator on that batch's way (it or an operator it feeds), so the chain moves
+    its oldest batch along first. In a pipeline that is the deepest ready operator of the chain (the batch
+    deepest in a chain is its oldest; a join restamps its results with the later input's timestamp, so their
+    stamps understate their age); in a merged chain it is the side that is behind, which the join needs
+    to release anything. Remaining ties: the reader furthest behind on a shared queue, then plan order.
+
+    An operator that has consumed no rows yet (``tuples_in == 0``, as the engine's operators report it) has
+    default statistics (selectivity 1, the mean cost), not measurements: it runs first, once, so that its
+    chart is measured before it is trusted. Otherwise a path charted from defaults can rank below a measured
+    one and never run (the benchmark's `greedy_trap`, seed 9: a 5% filter charted at selectivity 1 waited
+    through the other stream's burst, and Chain's peak was 1.4x what it is when measured).
     """
 
     name = "chain"
@@ -104,6 +114,52 @@ class ChainPolicy(Policy):
         step = Block(tuple(id(op) for op in readers), freed, n * sum(costs[id(op)] for op in readers))
         return tree_blocks(step, children)
 
+    def synchronised(self, chains: dict[Any, Block], rate: dict[Any, float]) -> dict[Any, Block]:
+        """Merge the chains that meet at an operator with several inputs into one chain (one per such group).
+
+        BBDM03 splits a join per input and gives each input's path its own chart, which assumes the join
+        processes a tuple as soon as it reads it. Operators with several inputs here (joins, set operations:
+        ``dsms.operators.binary``) apply a delta only once every other input has passed its timestamp
+        (SPEC section 3); until then they hold it. So the chain below one input of a join frees nothing at the
+        join by itself: its rows only move from the queue into the join, and leave when the other input's
+        chain has brought its own rows up to the same time. Chains with separate priorities then starve one
+        side while the other fills the join (``window_join``: greedy and Chain held up to 780 and 410 KB
+        there, which the queues did not show). Merged, the chain's priority is what the two sides free
+        together per unit of time: the blocks' memory and time summed, weighted by each input's arrival
+        (``rate``: tuples each leaf queue has received, at least 1). Within the merged chain the tie rule
+        (oldest batch first) then feeds the join in timestamp order, the order in which it can release.
+        Blocks before the join's block on each side (a filter steeper than everything after it) keep their
+        own priority: they free memory without the other side.
+        """
+        multi = [id(op) for op in self.topology.ops if len(op.input_queues) > 1]
+        if not multi:
+            return chains
+        parent = {where: where for where in chains}
+
+        def find(x: Any) -> Any:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for key in multi:
+            holding = [where for where, block in chains.items() if key in block.ops]
+            for where in holding[1:]:
+                parent[find(where)] = find(holding[0])
+        groups: dict[Any, list[Any]] = {}
+        for where in chains:
+            groups.setdefault(find(where), []).append(where)
+        out: dict[Any, Block] = {}
+        for members in groups.values():
+            if len(members) == 1:
+                out[members[0]] = chains[members[0]]
+                continue
+            ops = tuple(dict.fromkeys(k for where in members for k in chains[where].ops))
+            freed = sum(rate[w] * chains[w].freed for w in members)
+            time = sum(rate[w] * chains[w].time for w in members)
+            out[("sync", *sorted(members))] = Block(ops, freed, time)
+        return out
+
     def recompute(self) -> None:
         """Rebuild the blocks (chains) of every leaf queue's tree and each operator's priority."""
         topo, costs = self.topology, self.costs()
@@ -113,14 +169,18 @@ class ChainPolicy(Policy):
             tail[id(op)] = costs[id(op)] + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
         self.tail_time = tail
         written = {id(op.output) for op in topo.ops}
-        best: dict[int, tuple[float, tuple[int, int]]] = {}
-        chains: dict[tuple[int, int], Block] = {}
+        chains: dict[Any, Block] = {}
+        rate: dict[Any, float] = {}
         for root, q in enumerate(q for q in topo.queues.values() if id(q) not in written):
             for k, block in enumerate(self.blocks(q, 1.0, self.width(q), costs, frozenset())):
                 chains[(root, k)] = block
-                for key in block.ops:
-                    if key not in best or block.slope > best[key][0]:
-                        best[key] = (block.slope, (root, k))
+                rate[(root, k)] = max(float(getattr(q, "tuples_in", 0) or 0), 1.0)
+        chains = self.synchronised(chains, rate)
+        best: dict[int, tuple[float, Any]] = {}
+        for where, block in chains.items():
+            for key in block.ops:
+                if key not in best or block.slope > best[key][0]:
+                    best[key] = (block.slope, where)
         self.priorities = {key: prio for key, (prio, _) in best.items()}
         self.chain_of = {key: where for key, (_, where) in best.items()}
         members: dict[tuple[int, int], list[str]] = {}
@@ -134,14 +194,18 @@ class ChainPolicy(Policy):
         self._dirty = False
 
     def choose(self, ready: list[SchedOperator]) -> SchedOperator:
+        fresh = [op for op in ready if getattr(op, "tuples_in", None) == 0]   # statistics not measured yet
+        if fresh:
+            return min(fresh, key=self.fifo_key)
         if self._dirty:
             self.recompute()
-        prio, chain_of, depth = self.priorities, self.chain_of, self.topology.depth
+        prio, chain_of, depth, up = self.priorities, self.chain_of, self.topology.depth, self.topology.upstream
         top = max(prio.get(id(op), 0.0) for op in ready)
         tol = 1e-9 * max(1.0, abs(top)) if top != float("inf") else 0.0
         level = [op for op in ready if prio.get(id(op), 0.0) >= top - tol]
-        chain = chain_of.get(id(min(level, key=self.fifo_key)))
-        return min((op for op in level if chain_of.get(id(op)) == chain),
+        first = min(level, key=self.fifo_key)                 # the oldest batch of the level
+        chain = chain_of.get(id(first))
+        return min((op for op in level if chain_of.get(id(op)) == chain and id(first) in up(op)),
                    key=lambda op: (-depth.get(id(op), 0), *self.fifo_key(op)))
 
     def stats(self) -> dict[str, Any]:

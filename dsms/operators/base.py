@@ -29,8 +29,9 @@ class Operator(Entity):
     tuples_in = Stat(int, default=0, unit="tuples", doc="tuples consumed")
     tuples_out = Stat(int, default=0, unit="tuples", doc="tuples produced")
     batches_in = Stat(int, default=0, unit="runs", doc="runs that consumed input")
-    selectivity = Stat(float, default=1.0, doc="tuples out per tuple in, EWMA over runs")
-    cost_ns_per_tuple = Stat(float, default=0.0, unit="ns", doc="processing time per input tuple, EWMA over runs")
+    selectivity = Stat(float, default=1.0, doc="tuples out per tuple in, over recent runs (decayed totals)")
+    cost_ns_per_tuple = Stat(float, default=0.0, unit="ns",
+                             doc="processing time per input tuple, over recent runs (decayed totals)")
     last_ts = Stat(int | None, default=None, unit="ticks", doc="largest input timestamp seen")
     frontier_ts = Stat(int | None, compute="_frontier_stat", name="frontier", unit="ticks",
                        doc="smallest timestamp any input may still deliver")
@@ -45,6 +46,7 @@ class Operator(Entity):
         self.frontiers = [q.last_ts if q.last_ts is not None else NEG_INF for q in inputs]
         self.epoch = 0
         self.keep_stats = True            # the engine's "statistics" setting (off only to measure their cost)
+        self._in_acc = self._out_acc = self._ns_acc = 0.0      # decayed totals behind selectivity and cost
         self.synopses: list = []          # the state this operator keeps, each with a control table
 
     def _frontier_stat(self) -> int | None:
@@ -107,15 +109,21 @@ class Operator(Entity):
         return done
 
     def _account(self, rows_in: int, rows_out: int, ns: int) -> None:
+        """Selectivity and cost are ratios of decayed totals (each run's rows and time weigh 0.8 per later run),
+        not averages of per-run ratios: an operator that holds rows (a join waiting for its other input, an
+        aggregate waiting for its instant to be final) reads in one run and emits in another, and a run that
+        only releases on a heartbeat reads nothing; per-run ratios would swing from 0 to several times the
+        truth, and Chain's priorities with them."""
         self.batches_in += 1
         self.tuples_in += rows_in
         self.tuples_out += rows_out
-        if rows_in:
-            a = 0.2
-            self.cost_ns_per_tuple = (1 - a) * self.cost_ns_per_tuple + a * (ns / rows_in) \
-                if self.batches_in > 1 else ns / rows_in
-            self.selectivity = (1 - a) * self.selectivity + a * (rows_out / rows_in) \
-                if self.batches_in > 1 else rows_out / rows_in
+        d = 0.8
+        self._in_acc = d * self._in_acc + rows_in
+        self._out_acc = d * self._out_acc + rows_out
+        self._ns_acc = d * self._ns_acc + ns
+        if self._in_acc >= 1e-9:
+            self.cost_ns_per_tuple = self._ns_acc / self._in_acc
+            self.selectivity = self._out_acc / self._in_acc
 
     # ---------------------------------------------------------------- hooks
 

@@ -3,7 +3,7 @@ small bursty workload the bound holds where Chain alone misses it, with results 
 
 The engine is driven one operator run at a time (``Engine.run(max_steps=1)``) under a deterministic clock in
 microseconds: a run costs a fixed time per input item plus a time per input row, by operator kind, and the
-operator's ``cost_ns_per_tuple`` statistic is set to match after each run, so every run of this file makes the
+operator's statistics are fed that cost instead of the time measured, so every run of this file makes the
 same decisions (``bench/scheduler_memory.py`` does the same with measured costs). Latency is emission time
 minus the result's timestamp; a silent source sends a heartbeat 100 us after its last batch, then every 500 us.
 
@@ -62,14 +62,17 @@ def run(policy: str, seed: int = 1, bound: float | None = None, queries: list[st
     now = [0.0]
     for op in eng.ops:
         per_item, per_row = COSTS[op.kind]
-        def timed(budget, op=op, inner=op.run, per_item=per_item, per_row=per_row):
-            before = op.tuples_in
+        held: list = []
+        account, op._account = op._account, lambda rows_in, rows_out, ns, held=held: held.append((rows_in, rows_out))
+
+        def timed(budget, op=op, inner=op.run, per_item=per_item, per_row=per_row, held=held, account=account):
             done = inner(budget)
-            rows_in = op.tuples_in - before
+            rows_in = sum(r_in for r_in, _ in held)
             cost = per_item * done + per_row * rows_in
             now[0] += cost
-            if rows_in:
-                op.cost_ns_per_tuple = cost / rows_in * 1000.0
+            if held:                            # the statistics see the clock's cost, not the machine's
+                account(rows_in, sum(r_out for _, r_out in held), cost * 1000.0)
+            held.clear()
             return done
         op.run = timed
     pol = eng.policy
