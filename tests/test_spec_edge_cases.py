@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from oracle.generators import Workload, compare, run_engine, run_reference
 
+INF = float("inf")
 TYPES = ("REGISTER STREAM B (k INT, t TIMESTAMP, x FLOAT)",)
 S = ("REGISTER STREAM S (a INT)",)
 T = ("REGISTER STREAM T (k INT, d FLOAT)",)
@@ -46,6 +47,28 @@ CASES = {
           [34, 34, 38, 48]),), 49,
         [(34, 1, {"s": 1e17}), (38, -1, {"s": 1e17}), (38, 1, {"s": 0.1})],
         "relation", [("s", "FLOAT")]),
+    # contract: FLOAT division by zero follows IEEE 754 (1.5 / 0 = inf) and SUM/AVG of FLOAT are the sum of the
+    # values in the relation at τ: {inf, -1.5} sums to inf, and once inf expires (τ=6) the sum is -1.5 exactly.
+    # MAX beside SUM takes the engine's general (not vectorised) aggregate, which must not crash on inf.
+    "float SUM and AVG over an infinity, beside MAX": (
+        ("REGISTER STREAM T (k INT, d FLOAT)",), "SELECT SUM(d / k) AS s, AVG(d / k) AS m, MAX(d / k) AS x "
+        "FROM T [RANGE 5]",
+        (("push", "T", [{"k": 0, "d": 1.5}, {"k": 2, "d": -3.0}], [1, 2]),), 20,
+        [(1, 1, {"s": INF, "m": INF, "x": INF}), (6, -1, {"s": INF, "m": INF, "x": INF}),
+         (6, 1, {"s": -1.5, "m": -1.5, "x": -1.5}), (7, -1, {"s": -1.5, "m": -1.5, "x": -1.5})],
+        "relation", [("s", "FLOAT"), ("m", "FLOAT"), ("x", "FLOAT")]),
+    # the exact sum of {1.7e308, 1.7e308} is beyond the float range: inf, as IEEE addition gives; AVG is that sum
+    # divided by the count (contract), inf too; once one expires (τ=6) SUM and AVG are 1.7e308 again
+    "float SUM beyond the float range": (
+        T, "SELECT SUM(d) AS s, AVG(d) AS m, MIN(d) AS x, SUM(DISTINCT d) AS sd FROM T [RANGE 5]",
+        (("push", "T", [{"k": 0, "d": 1.7e308}, {"k": 0, "d": 1.7e308}], [1, 2]),), 20,
+        [(1, 1, {"s": 1.7e308, "m": 1.7e308, "x": 1.7e308, "sd": 1.7e308}),
+         (2, -1, {"s": 1.7e308, "m": 1.7e308, "x": 1.7e308, "sd": 1.7e308}),
+         (2, 1, {"s": INF, "m": INF, "x": 1.7e308, "sd": 1.7e308}),
+         (6, -1, {"s": INF, "m": INF, "x": 1.7e308, "sd": 1.7e308}),
+         (6, 1, {"s": 1.7e308, "m": 1.7e308, "x": 1.7e308, "sd": 1.7e308}),
+         (7, -1, {"s": 1.7e308, "m": 1.7e308, "x": 1.7e308, "sd": 1.7e308})],
+        "relation", [("s", "FLOAT"), ("m", "FLOAT"), ("x", "FLOAT"), ("sd", "FLOAT")]),
 }
 
 

@@ -86,6 +86,21 @@ def _is_float(v):
     return isinstance(v, float)
 
 
+def _fsum(vals):
+    """The correctly rounded sum of FLOATs; IEEE 754 for infinities and nan, and a finite sum beyond the float
+    range is an infinity (math.fsum raises on both)."""
+    if any(math.isnan(v) for v in vals) or (math.inf in vals and -math.inf in vals):
+        return math.nan
+    if math.inf in vals or -math.inf in vals:
+        return math.inf if math.inf in vals else -math.inf
+    try:
+        return math.fsum(vals)
+    except OverflowError:
+        from fractions import Fraction
+
+        return math.inf if sum(map(Fraction, vals)) > 0 else -math.inf
+
+
 def _div(a, b):
     if _is_float(a) or _is_float(b):
         a, b = float(a), float(b)
@@ -1098,9 +1113,9 @@ class Reference:
         if f == "COUNT":
             return len(vals)
         if f == "SUM":   # FLOAT: the correctly rounded sum of the bag, whatever order its values came in
-            return math.fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
-        if f == "AVG":
-            return math.fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
+            return _fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
+        if f == "AVG":   # FLOAT: that sum divided by the count (contract)
+            return _fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
         if f == "MIN":
             return min(vals)
         if f == "MAX":
