@@ -24,6 +24,13 @@ CASES = {
         [(3, 1, {"sum": 100, "min": 100, "avg": 100.0, "u": 101}),
          (13, -1, {"sum": 100, "min": 100, "avg": 100.0, "u": 101})],
         "relation", [("sum", "TIMESTAMP"), ("min", "TIMESTAMP"), ("avg", "FLOAT"), ("u", "INT")]),
+    # contract: "arithmetic on TIMESTAMP gives INT"; a sign change and ABS are arithmetic, a bare column keeps
+    # its type
+    "sign change and ABS of a TIMESTAMP are INT": (
+        TYPES, "SELECT -t AS v, ABS(t) AS w, t FROM B",
+        (("push", "B", [{"k": 1, "t": 100, "x": 0.5}], [3]),), 20,
+        [(3, 1, {"v": -100, "w": 100, "t": 100})],
+        "stream", [("v", "INT"), ("w", "INT"), ("t", "TIMESTAMP")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

@@ -86,6 +86,10 @@ def _is_float(v):
     return isinstance(v, float)
 
 
+def _arith_type(t):
+    return "FLOAT" if t == "FLOAT" else "INT"
+
+
 def _fsum(vals):
     """The correctly rounded sum of FLOATs; IEEE 754 for infinities and nan, and a finite sum beyond the float
     range is an infinity (math.fsum raises on both)."""
@@ -703,15 +707,15 @@ class Reference:
             if e.op not in ("AND", "OR") and (lt == "STRING") != (rt == "STRING"):
                 raise SchemaError(f"comparison of {lt} with {rt}")
             return "BOOLEAN"
-        if t is A.UnaryOp:
-            return "BOOLEAN" if e.op == "NOT" else self._type(e.operand, scopes)
+        if t is A.UnaryOp:     # arithmetic on TIMESTAMP is INT (contract), a sign change too
+            return "BOOLEAN" if e.op == "NOT" else _arith_type(self._type(e.operand, scopes))
         if t is A.FuncCall:
             if e.name in ("LOWER", "UPPER"):
                 return "STRING"
             if e.name == "LENGTH":
                 return "INT"
             if e.name == "ABS":
-                return self._type(e.args[0], scopes)
+                return _arith_type(self._type(e.args[0], scopes))
             raise SchemaError(f"unknown function {e.name}")
         if t is A.Aggregate:
             if e.func == "COUNT":
