@@ -29,7 +29,7 @@ from dsms.plan.rules import optimize
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.validate import TS_LIMIT, check_timestamps, typed_columns
+from dsms.validate import TS_LIMIT, check_timestamps, timestamp, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -484,6 +484,7 @@ class Engine:
                ts: int = 0) -> int:
         """Timestamped inserts and deletes on a relation, all or nothing. A delete must match a row."""
         src = self._source(name, "relation")
+        ts = timestamp(ts)
         ins_cols, n_ins = self._convert(src, insert)
         del_cols, n_del = self._convert(src, delete, offset=n_ins)
         self._timestamps(src, ts if isinstance(ts, int) else -1, 1)
@@ -516,6 +517,7 @@ class Engine:
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element or update with a timestamp below ``ts`` will arrive (on ``name``, or on every input)."""
+        ts = timestamp(ts)
         if not isinstance(ts, int | np.integer) or isinstance(ts, bool):
             raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
         ts = int(ts)

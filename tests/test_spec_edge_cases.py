@@ -31,6 +31,15 @@ CASES = {
         (("push", "B", [{"k": 1, "t": 100, "x": 0.5}], [3]),), 20,
         [(3, 1, {"v": -100, "w": 100, "t": 100})],
         "stream", [("v", "INT"), ("w", "INT"), ("t", "TIMESTAMP")]),
+    # SPEC 6: input may give a timestamp as an integer (milliseconds) or an ISO 8601 string; a TIMESTAMP column
+    # value likewise (contract), compared and output as milliseconds since the epoch (no zone means UTC)
+    "ISO 8601 timestamps and TIMESTAMP values": (
+        TYPES, "SELECT k, t, t - 1000 AS u FROM B WHERE t >= 1000",
+        (("push", "B", [{"k": 1, "t": "1970-01-01T00:00:01Z", "x": 0.5}, {"k": 2, "t": 999, "x": 0.5}],
+          ["1970-01-01T00:00:00.002Z", 3]),
+         ("push", "B", [{"k": 3, "t": "1970-01-01T01:00:02+01:00", "x": 0.5}], "1970-01-01T00:00:00.004")), 20,
+        [(2, 1, {"k": 1, "t": 1000, "u": 0}), (4, 1, {"k": 3, "t": 2000, "u": 1000})],
+        "stream", [("k", "INT"), ("t", "TIMESTAMP"), ("u", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

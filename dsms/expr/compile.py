@@ -30,6 +30,7 @@ offending node carries a position.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -58,7 +59,7 @@ from dsms.errors import SchemaError
 
 __all__ = [
     "CompiledExpr", "Resolver", "coerce_value", "compile_expr", "compile_predicate", "infer_type",
-    "like_regex", "numpy_dtype",
+    "iso_ticks", "like_regex", "numpy_dtype",
 ]
 
 INT, FLOAT, STRING, BOOLEAN, TIMESTAMP = "INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP"
@@ -161,14 +162,38 @@ def numpy_dtype(type_: str) -> np.dtype:
         raise SchemaError(f"unknown type {type_!r} (expected one of {', '.join(_DTYPES)})") from None
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def iso_ticks(text: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 date-time (no zone means UTC; below a millisecond is cut
+    toward the past); ValueError when ``text`` is not one. SPEC section 6 lets input give timestamps this way.
+
+    >>> iso_ticks("1970-01-01T00:00:01.5Z"), iso_ticks("1970-01-01 01:00:00+01:00")
+    (1500, 0)
+    """
+    s = text.strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    d = _dt.datetime.fromisoformat(s)
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=_dt.UTC)
+    delta = d - _EPOCH
+    return (delta.days * 86_400_000) + delta.seconds * 1000 + delta.microseconds // 1000
+
+
 def coerce_value(value: object, type_: str) -> object:
     """Check one input value against a column type and return it as the Python value stored for it.
 
     ``bool`` is not accepted as an INT (nor as a FLOAT), an ``int`` is accepted for a FLOAT, a ``float`` is not
-    accepted for an INT. A wrong kind of value raises TypeError, an INT outside 64 bits raises ValueError.
+    accepted for an INT. A TIMESTAMP is an integer (milliseconds) or an ISO 8601 string, stored as milliseconds
+    since the epoch (SPEC section 6 lets input give timestamps either way). A wrong kind of value raises
+    TypeError, an INT outside 64 bits or a string that is no date-time raises ValueError.
 
     >>> coerce_value(3, "FLOAT"), coerce_value(-2, "TIMESTAMP"), coerce_value("x", "STRING")
     (3.0, -2, 'x')
+    >>> coerce_value("1970-01-01T00:00:02Z", "TIMESTAMP")
+    2000
     >>> coerce_value(True, "INT")
     Traceback (most recent call last):
     ...
@@ -183,6 +208,12 @@ def coerce_value(value: object, type_: str) -> object:
     elif isinstance(value, bool | np.bool_):
         pass                                            # a bool is neither a number nor a string here
     elif t in (INT, TIMESTAMP):
+        if t == TIMESTAMP and isinstance(value, str):
+            try:
+                value = iso_ticks(value)
+            except ValueError:
+                raise ValueError(f"TIMESTAMP value {value!r} is neither an integer nor an ISO 8601 date-time"
+                                 ) from None
         if isinstance(value, int | np.integer):
             v = int(value)
             if not _INT64_MIN <= v <= _INT64_MAX:

@@ -86,6 +86,22 @@ def _is_float(v):
     return isinstance(v, float)
 
 
+def _ticks(t, index=None):
+    """A timestamp given as an ISO 8601 string (SPEC section 6): milliseconds since the epoch, UTC when no zone
+    is given; integers unchanged."""
+    if not isinstance(t, str):
+        return t
+    import datetime
+
+    try:
+        d = datetime.datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"{t!r} is not an ISO 8601 date-time", index=index) from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=datetime.UTC)
+    return (d - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)) // datetime.timedelta(milliseconds=1)
+
+
 def _arith_type(t):
     return "FLOAT" if t == "FLOAT" else "INT"
 
@@ -356,7 +372,7 @@ class Reference:
         if not isinstance(s, _Stream):
             raise SchemaError(f"'{name}' is not a stream")
         rows = list(rows)
-        tss = [ts] * len(rows) if isinstance(ts, int) else list(ts)
+        tss = [_ticks(ts)] * len(rows) if isinstance(ts, (int, str)) else [_ticks(t) for t in ts]
         if len(tss) != len(rows):
             raise InputError("ts must be an int or one timestamp per row")
         last = s.elements[-1][0] if s.elements else self._hb
@@ -376,6 +392,7 @@ class Reference:
         rel = self.objects.get(name.lower())
         if not isinstance(rel, _Relation):
             raise SchemaError(f"'{name}' is not a relation")
+        ts = _ticks(ts)
         if rel.updates and ts < rel.updates[-1][0] or ts < self._hb:
             raise InputError(f"timestamp {ts} goes backwards")
         ins = [self._row(rel, r, i) for i, r in enumerate(insert)]
@@ -398,7 +415,7 @@ class Reference:
 
     def heartbeat(self, h: int, name: str | None = None) -> None:
         if name is None:
-            self._hb = max(self._hb, h)
+            self._hb = max(self._hb, _ticks(h))
 
     @staticmethod
     def _row(obj, row, i):
@@ -413,6 +430,8 @@ class Reference:
                     raise InputError(f"column '{cname}' wants FLOAT, got {v!r}", index=i)
                 v = float(v)
             elif ctype in ("INT", "TIMESTAMP"):
+                if ctype == "TIMESTAMP" and isinstance(v, str):
+                    v = _ticks(v, i)
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise InputError(f"column '{cname}' wants INT, got {v!r}", index=i)
             elif ctype == "STRING":
