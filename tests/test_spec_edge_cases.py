@@ -40,6 +40,24 @@ CASES = {
          ("push", "B", [{"k": 3, "t": "1970-01-01T01:00:02+01:00", "x": 0.5}], "1970-01-01T00:00:00.004")), 20,
         [(2, 1, {"k": 1, "t": 1000, "u": 0}), (4, 1, {"k": 3, "t": 2000, "u": 1000})],
         "stream", [("k", "INT"), ("t", "TIMESTAMP"), ("u", "INT")]),
+    # LIKE (SPEC 4): % any run, _ one character, case-sensitive, everything else literal (a backslash too: no
+    # escape character unless ESCAPE names one, as in the SQL standard); after the ESCAPE character, % and _ are
+    # literal. 'a_' matches 'ab' and 'a_' but not 'a' or 'abc'; '%!%' ESCAPE '!' only strings ending with %;
+    # 'a!_' ESCAPE '!' only 'a_'; 'a\%' only strings that start with a backslash after the a
+    "LIKE: _ and % and a literal % or _ by ESCAPE": (
+        ("REGISTER STREAM W (c STRING)",),
+        "SELECT c, c LIKE 'a_' AS one, c LIKE '%!%' ESCAPE '!' AS pct, c LIKE 'a!_' ESCAPE '!' AS under, "
+        "c LIKE 'a\\%' AS bs FROM W",
+        (("push", "W", [{"c": "a"}, {"c": "ab"}, {"c": "a_"}, {"c": "abc"}, {"c": "50%"}, {"c": "a\\x"}],
+          [1, 2, 3, 4, 5, 6]),), 10,
+        [(1, 1, {"c": "a", "one": False, "pct": False, "under": False, "bs": False}),
+         (2, 1, {"c": "ab", "one": True, "pct": False, "under": False, "bs": False}),
+         (3, 1, {"c": "a_", "one": True, "pct": False, "under": True, "bs": False}),
+         (4, 1, {"c": "abc", "one": False, "pct": False, "under": False, "bs": False}),
+         (5, 1, {"c": "50%", "one": False, "pct": True, "under": False, "bs": False}),
+         (6, 1, {"c": "a\\x", "one": False, "pct": False, "under": False, "bs": True})],
+        "stream", [("c", "STRING"), ("one", "BOOLEAN"), ("pct", "BOOLEAN"), ("under", "BOOLEAN"),
+                   ("bs", "BOOLEAN")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

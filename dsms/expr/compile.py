@@ -518,13 +518,24 @@ def _between(e: Between, resolve: Resolver) -> CompiledExpr:
     return _node(BOOLEAN, (x, lo, hi), text, between)
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal.
+def like_regex(pattern: str, escape: str | None = None) -> re.Pattern[str]:
+    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal; the
+    character after ``escape`` (``ESCAPE 'c'``; none by default, as in the SQL standard) is literal.
 
     >>> bool(like_regex("a.c%").fullmatch("a.cd")), bool(like_regex("a.c%").fullmatch("abcd"))
     (True, False)
+    >>> bool(like_regex("50!%", "!").fullmatch("50%")), bool(like_regex("50!%", "!").fullmatch("500"))
+    (True, False)
     """
-    parts = (".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    parts, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape and i + 1 < len(pattern):
+            parts.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
     return re.compile("".join(parts), re.DOTALL)
 
 
@@ -536,13 +547,15 @@ def _like(e: Like, resolve: Resolver) -> CompiledExpr:
     if not (isinstance(e.pattern, Literal) and e.pattern.type.upper() == STRING):
         raise SchemaError(f"{_at(e.pattern) or _at(e)}the pattern of {label} must be a string literal")
     pattern = _literal(e.pattern, resolve)
-    match = like_regex(str(e.pattern.value)).fullmatch
+    escape = getattr(e, "escape", None)
+    match = like_regex(str(e.pattern.value), escape).fullmatch
     xf, negated = x.fn, e.negated
 
     def like(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         out = np.fromiter((match(s) is not None for s in xf(cols, n)), dtype=np.bool_, count=n)
         return ~out if negated else out
-    return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}", like)
+    esc = f" ESCAPE {_literal_text(escape, STRING)}" if escape else ""
+    return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}{esc}", like)
 
 
 def _case(e: Case, resolve: Resolver) -> CompiledExpr:

@@ -35,7 +35,7 @@ RELATIONS = {"R": ("a", "e"), "P": ("e", "g")}
 
 A_VALUES = [0, 1, 2, 3]
 B_VALUES = [-3, -1, 0, 1, 2, 5]
-C_VALUES = ["a", "ab", "b", "Ba", "abc", ""]
+C_VALUES = ["a", "ab", "b", "Ba", "abc", "", "a_"]
 D_VALUES = [-1.5, 0.5, 1.0, 2.25, 3.0]
 E_VALUES = ["x", "y", "zz"]
 G_VALUES = [0, 1, 2]
@@ -259,7 +259,7 @@ def inputs(draw, max_events: int = 20, max_ts: int = 60):
 # ------------------------------------------------------------------------------------------------ expressions
 # An environment is a list of (column reference text, TYPE) that an expression may use.
 
-_LIKE = ["'a%'", "'%b'", "'_b%'", "'%'", "'a_c'", "'B%'", "''"]
+_LIKE = ["'a%'", "'%b'", "'_b%'", "'%'", "'a_c'", "'B%'", "''", "'a!_%' ESCAPE '!'", "'%!%' ESCAPE '!'"]
 
 
 def _cols(env, typ):

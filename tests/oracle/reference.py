@@ -156,11 +156,19 @@ _ARITH = {
 _like_cache: dict[str, re.Pattern] = {}
 
 
-def _like(s, pattern):
-    rx = _like_cache.get(pattern)
+def _like(s, pattern, escape=None):
+    rx = _like_cache.get((pattern, escape))
     if rx is None:
-        parts = ["." if ch == "_" else ".*" if ch == "%" else re.escape(ch) for ch in pattern]
-        rx = _like_cache[pattern] = re.compile("".join(parts), re.DOTALL)
+        parts, literal = [], False
+        for ch in pattern:
+            if literal:
+                parts.append(re.escape(ch))
+                literal = False
+            elif ch == escape:
+                literal = True
+            else:
+                parts.append("." if ch == "_" else ".*" if ch == "%" else re.escape(ch))
+        rx = _like_cache[(pattern, escape)] = re.compile("".join(parts), re.DOTALL)
     return rx.fullmatch(s) is not None
 
 
@@ -1086,7 +1094,7 @@ class Reference:
             v, p = self._ev(e.expr, c), self._ev(e.pattern, c)
             if v is None or p is None:
                 return None
-            return _like(v, p) != e.negated
+            return _like(v, p, e.escape) != e.negated
         if t is A.Case:
             typ = self._type_of(e, c.scopes)
             if e.operand is not None:
