@@ -58,6 +58,24 @@ CASES = {
          (6, 1, {"c": "a\\x", "one": False, "pct": False, "under": False, "bs": True})],
         "stream", [("c", "STRING"), ("one", "BOOLEAN"), ("pct", "BOOLEAN"), ("under", "BOOLEAN"),
                    ("bs", "BOOLEAN")]),
+    # SPEC 3: a stream with no window gets [RANGE UNBOUNDED]; a stream-valued branch of a set operation is read
+    # the same way (contract), and counts as a stream input, not an aggregate, so the result is a stream (implicit
+    # ISTREAM). Left: ISTREAM of COUNT over S [RANGE 2] = 2@2, 3@3, 1@4; its unbounded relation {2}, {2,3},
+    # {1,2,3}. Right: T [RANGE 2] = {1} from 2, {3} from 4, {} from 6. UNION ALL: {1,2}@2, {1,2,3}@3,
+    # {1,2,3,3}@4, {1,2,3}@6; ISTREAM: 1 and 2 at 2, 3 at 3, one more 3 at 4.
+    "set operation over a stream-valued branch": (
+        ("REGISTER STREAM S (a INT)", "REGISTER STREAM T (a INT)"),
+        "ISTREAM(SELECT COUNT(*) AS a FROM S [RANGE 2]) UNION ALL SELECT a FROM T [RANGE 2]",
+        (("push", "S", [{"a": 1}, {"a": 1}, {"a": 3}], [2, 2, 3]), ("push", "T", [{"a": 1}, {"a": 3}], [2, 4])), 10,
+        [(2, 1, {"a": 2}), (2, 1, {"a": 1}), (3, 1, {"a": 3}), (4, 1, {"a": 3})],
+        "stream", [("a", "INT")]),
+    # the same reading for a stream-valued WHERE subquery: T.a IN the unbounded relation of ISTREAM(S [RANGE 2])
+    "IN over a stream-valued subquery": (
+        ("REGISTER STREAM S (a INT)", "REGISTER STREAM T (a INT)"),
+        "SELECT a FROM T WHERE a IN (ISTREAM(SELECT a FROM S [RANGE 2]))",
+        (("push", "S", [{"a": 1}, {"a": 1}, {"a": 3}], [2, 2, 3]), ("push", "T", [{"a": 1}, {"a": 3}], [2, 4])), 10,
+        [(2, 1, {"a": 1}), (4, 1, {"a": 3})],
+        "stream", [("a", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

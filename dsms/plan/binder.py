@@ -227,7 +227,9 @@ class Binder:
         lnode = self._cast_float(lnode, lfix, left.names)
         rnode = self._cast_float(rnode, rfix, right.names)
         node = L.SetOp(lnode, rnode, q.op, q.all, names=left.names)
-        aggregate = left.aggregate or right.aggregate
+        # a stream-valued branch is read through [RANGE UNBOUNDED] like a stream in FROM: it is a stream input,
+        # not an aggregate, whatever made it (so the union of two streams is their merge, a stream)
+        aggregate = any(b.aggregate and b.kind == L.RELATION for b in (left, right))
         has_stream = left.from_has_stream or right.from_has_stream
         b = Bound(node, L.RELATION, left.names, tuple(types), aggregate, has_stream)
         return self._implicit_istream(b, context)

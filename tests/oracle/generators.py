@@ -533,10 +533,17 @@ def aggregate_queries(draw):
 
 def _branch(draw, shape):
     """One set-operation branch with the given shape: ("a",) or ("a", "s")."""
-    src = draw(st.sampled_from(["S", "S", "T", "R", "Sagg"]))
+    src = draw(st.sampled_from(["S", "S", "T", "R", "Sagg", "Sstream"]))
     if src == "Sagg" and shape == ("a",):
         item, env = _stream_item(draw, "S", "X")
         return f"SELECT MAX(X.a) AS a FROM {item}"
+    if src == "Sstream":            # a stream-valued branch: read through RANGE UNBOUNDED (contract)
+        item, env = _stream_item(draw, "S", "X")
+        op = draw(st.sampled_from(["ISTREAM", "DSTREAM", "RSTREAM"]))
+        cols = "X.a, X.c" if shape == ("a", "s") else "X.a"
+        if shape == ("a",) and draw(st.booleans()):
+            return f"{op}(SELECT MAX(X.a) AS a FROM {item})"
+        return f"SELECT {op}({cols}) FROM {item}"
     if src == "Sagg":
         src = "S"
     if src == "R":

@@ -590,6 +590,7 @@ class Reference:
 
     @staticmethod
     def _leaves(q):
+        """The branches of a set operation (a parenthesised StreamOp around one is a leaf)."""
         if isinstance(q, A.SetOp):
             return Reference._leaves(q.left) + Reference._leaves(q.right)
         return [q]
@@ -600,12 +601,11 @@ class Reference:
         if self._explicit_stream(q):
             return True
         leaves = self._leaves(q)
-        for leaf in leaves:
-            if not isinstance(leaf, A.Select) or leaf.stream_op is not None:
-                raise Unsupported("a set operation over a stream-valued branch")
-        if any(self._is_agg(leaf) for leaf in leaves):
+        # a stream-valued branch (explicit ISTREAM/DSTREAM/RSTREAM) is a stream input that does not aggregate
+        if any(not self._explicit_stream(leaf) and self._is_agg(leaf) for leaf in leaves):
             return False
-        return any(self._item_is_stream(fi) for leaf in leaves for fi in leaf.from_)
+        return any(self._explicit_stream(leaf) or any(self._item_is_stream(fi) for fi in leaf.from_)
+                   for leaf in leaves)
 
     def _item_is_stream(self, fi):
         if fi.stream_op is not None:
@@ -835,12 +835,12 @@ class Reference:
         return self._rel_eval(q, tau, outer)
 
     def _rel_eval(self, q, tau, outer):
-        if isinstance(q, A.StreamOp):
-            raise SchemaError("a stream is used where a relation is expected")
+        if self._explicit_stream(q):
+            # a stream where a relation is expected (a set operation's branch, a WHERE subquery): read through
+            # [RANGE UNBOUNDED], as a stream without a window in FROM (contract)
+            return [r for t, r in self._stream(q) if t <= tau]
         if isinstance(q, A.SetOp):
             return self._setop(q, tau, outer)
-        if q.stream_op is not None:
-            raise SchemaError("a stream is used where a relation is expected")
         return self._select(q, tau, outer)
 
     def _setop(self, q, tau, outer):
