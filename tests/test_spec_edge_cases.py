@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from oracle.generators import Workload, compare, run_engine, run_reference
 
-INF = float("inf")
+INF, NAN = float("inf"), float("nan")
 TYPES = ("REGISTER STREAM B (k INT, t TIMESTAMP, x FLOAT)",)
 S = ("REGISTER STREAM S (a INT)",)
 T = ("REGISTER STREAM T (k INT, d FLOAT)",)
@@ -109,6 +109,19 @@ CASES = {
         [(1, 1, {"s": INF, "m": INF, "x": INF}), (6, -1, {"s": INF, "m": INF, "x": INF}),
          (6, 1, {"s": -1.5, "m": -1.5, "x": -1.5}), (7, -1, {"s": -1.5, "m": -1.5, "x": -1.5})],
         "relation", [("s", "FLOAT"), ("m", "FLOAT"), ("x", "FLOAT")]),
+    # contract: FLOAT follows IEEE 754, 0.0 / 0 is NaN, and a NaN among the values makes SUM, MIN and MAX NaN
+    # (propagation, as numpy), whatever order the values came in; GROUP BY, DISTINCT and COUNT(DISTINCT) take
+    # every NaN as one value. Window {0.5} at 1, {0.5, NaN} at 2, {0.5, NaN, NaN} at 3 (no change: MIN/MAX
+    # stay NaN, two distinct values), {NaN, NaN} at 6, {} at 8
+    "NaN in MIN, MAX and COUNT(DISTINCT)": (
+        ("REGISTER STREAM T (k INT, d FLOAT)",),
+        "SELECT MAX(d / k) AS m, MIN(d / k) AS n, COUNT(DISTINCT d / k) AS c, SUM(DISTINCT d / k) AS s "
+        "FROM T [RANGE 5]",
+        (("push", "T", [{"k": 2, "d": 1.0}, {"k": 0, "d": 0.0}, {"k": 0, "d": 0.0}], [1, 2, 3]),), 20,
+        [(1, 1, {"m": 0.5, "n": 0.5, "c": 1, "s": 0.5}), (2, -1, {"m": 0.5, "n": 0.5, "c": 1, "s": 0.5}),
+         (2, 1, {"m": NAN, "n": NAN, "c": 2, "s": NAN}), (6, -1, {"m": NAN, "n": NAN, "c": 2, "s": NAN}),
+         (6, 1, {"m": NAN, "n": NAN, "c": 1, "s": NAN}), (8, -1, {"m": NAN, "n": NAN, "c": 1, "s": NAN})],
+        "relation", [("m", "FLOAT"), ("n", "FLOAT"), ("c", "INT"), ("s", "FLOAT")]),
     # the exact sum of {1.7e308, 1.7e308} is beyond the float range: inf, as IEEE addition gives; AVG is that sum
     # divided by the count (contract), inf too; once one expires (τ=6) SUM and AVG are 1.7e308 again
     "float SUM beyond the float range": (

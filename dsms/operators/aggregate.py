@@ -121,6 +121,8 @@ class AggregateOp(FinalInstantsOperator):
             if st is None:
                 st = g.states[j] = self._new_state(j)
             v = row[arg]
+            if v != v:
+                v = _NAN                      # one value for every NaN (as GROUP BY and DISTINCT take it)
             if isinstance(st, ExtremeBag):
                 st.add(v, s)
             elif isinstance(st, Counter):

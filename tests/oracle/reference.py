@@ -59,11 +59,15 @@ _ZERO = {"INT": 0, "FLOAT": 0.0, "STRING": "", "BOOLEAN": False, "TIMESTAMP": 0}
 _NUMERIC = ("INT", "FLOAT", "TIMESTAMP")
 
 
+_NAN = math.nan
+
+
 def _cast(v, typ):
     if v is None:
         raise Unsupported("a NULL (empty scalar subquery) reached a result column")
     if typ == "FLOAT":
-        return float(v)
+        v = float(v)
+        return _NAN if v != v else v      # one NaN object: rows with NaN are equal as bag elements (contract)
     if typ in ("INT", "TIMESTAMP"):
         return int(v)
     if typ == "BOOLEAN":
@@ -1138,6 +1142,7 @@ class Reference:
         if e.arg is None:
             return len(c.group)
         vals = [self._ev(e.arg, _Ctx(c.scopes, (r,) + c.rows[1:], None, c.tau)) for r in c.group]
+        vals = [_NAN if v != v else v for v in vals]    # every NaN is one value (contract)
         if e.distinct:
             vals = list(dict.fromkeys(vals))
         f = e.func
@@ -1147,6 +1152,8 @@ class Reference:
             return _fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
         if f == "AVG":   # FLOAT: that sum divided by the count (contract)
             return _fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
+        if f in ("MIN", "MAX") and _NAN in vals:
+            return _NAN                   # a NaN present: NaN (IEEE 754 propagation, contract)
         if f == "MIN":
             return min(vals)
         if f == "MAX":
