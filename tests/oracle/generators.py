@@ -299,10 +299,12 @@ def float_expr(draw, env, depth=2):
     floats = _cols(env, "FLOAT")
     options = ["from_int"] + (["col", "col"] if floats else [])
     if depth > 0:
-        options += ["arith", "half", "case"]
+        options += ["arith", "half", "case", "div"]
     k = draw(st.sampled_from(options))
     if k == "col":
         return draw(st.sampled_from(floats))
+    if k == "div":                       # by an INT that may be 0: IEEE infinities and NaN (contract)
+        return f"({float_expr(draw, env, depth - 1)} / {int_expr(draw, env, 0)})"
     if k == "from_int":
         return f"({int_expr(draw, env, 1)} * {draw(st.sampled_from(['1.5', '0.5', '2.0']))})"
     if k == "arith":
@@ -482,7 +484,8 @@ def join_queries(draw):
 
 _AGGS_S = ["COUNT(*)", "COUNT(X.b)", "COUNT(DISTINCT X.c)", "SUM(X.b)", "AVG(X.b)", "MIN(X.c)", "MAX(X.b)",
            "MIN(X.b)", "SUM(X.b * 2)", "MAX(LENGTH(X.c))", "COUNT(DISTINCT X.a)", "MAX(X.c)"]
-_AGGS_T = ["COUNT(*)", "SUM(X.d)", "AVG(X.d)", "MIN(X.d)", "MAX(X.d)", "SUM(X.a)", "AVG(X.a)", "COUNT(DISTINCT X.d)"]
+_AGGS_T = ["COUNT(*)", "SUM(X.d)", "AVG(X.d)", "MIN(X.d)", "MAX(X.d)", "SUM(X.a)", "AVG(X.a)", "COUNT(DISTINCT X.d)",
+           "SUM(X.d / X.a)", "MAX(X.d / X.a)", "COUNT(DISTINCT X.d / X.a)"]     # X.a = 0: inf, -inf, NaN
 _STRING_AGGS = ("MIN(X.c)", "MAX(X.c)")
 
 
