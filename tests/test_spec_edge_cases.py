@@ -122,6 +122,17 @@ CASES = {
          (2, 1, {"m": NAN, "n": NAN, "c": 2, "s": NAN}), (6, -1, {"m": NAN, "n": NAN, "c": 2, "s": NAN}),
          (6, 1, {"m": NAN, "n": NAN, "c": 1, "s": NAN}), (8, -1, {"m": NAN, "n": NAN, "c": 1, "s": NAN})],
         "relation", [("m", "FLOAT"), ("n", "FLOAT"), ("c", "INT"), ("s", "FLOAT")]),
+    # SPEC 3: a relation's changelog reports changes; a SUM that stays NaN has not changed. 1.0 / 0 = inf and
+    # -1.5 / 0 = -inf give NaN at 45; adding 0.5 / 0 = inf at 47 leaves it NaN: no delete/insert pair at 47.
+    # (SUM alone takes the vectorised aggregate, AVG beside MAX the general one.)
+    "a SUM that stays NaN reports no change": (
+        ("REGISTER STREAM T (k INT, d FLOAT)",), "SELECT k, SUM(d / k) AS s FROM T [ROWS 5] GROUP BY k",
+        (("push", "T", [{"k": 0, "d": 1.0}, {"k": 0, "d": -1.5}], [45, 45]), ("push", "T", [{"k": 0, "d": 0.5}], [47])),
+        48, [(45, 1, {"k": 0, "s": NAN})], "relation", [("k", "INT"), ("s", "FLOAT")]),
+    "an AVG that stays NaN reports no change": (
+        ("REGISTER STREAM T (k INT, d FLOAT)",), "SELECT k, AVG(d / k) AS s, MAX(d) AS m FROM T [ROWS 5] GROUP BY k",
+        (("push", "T", [{"k": 0, "d": 1.0}, {"k": 0, "d": -1.5}], [45, 45]), ("push", "T", [{"k": 0, "d": 0.5}], [47])),
+        48, [(45, 1, {"k": 0, "s": NAN, "m": 1.0})], "relation", [("k", "INT"), ("s", "FLOAT"), ("m", "FLOAT")]),
     # the exact sum of {1.7e308, 1.7e308} is beyond the float range: inf, as IEEE addition gives; AVG is that sum
     # divided by the count (contract), inf too; once one expires (τ=6) SUM and AVG are 1.7e308 again
     "float SUM beyond the float range": (

@@ -65,6 +65,11 @@ class _FloatSum:
 _INF, _NAN = float("inf"), float("nan")
 
 
+def _same(old: tuple | None, new: tuple | None) -> bool:
+    """Rows equal value for value, NaN equal to NaN (a group whose value stays NaN has not changed)."""
+    return old is not None and new is not None and all(x == y or (x != x and y != y) for x, y in zip(old, new))
+
+
 class _DistinctValues(Counter):
     """The DISTINCT argument values present (count nonzero) with their running sum, kept as values come and
     go, so that SUM/AVG(DISTINCT) need no pass over the values on each instant."""
@@ -179,7 +184,7 @@ class AggregateOp(FinalInstantsOperator):
                     del groups[key]            # only at the end of the instant: counts may dip inside it
                     g = None
                 new = self._row(key, g) if g is not None else None
-                if old == new:
+                if old == new or _same(old, new):
                     continue
                 if old is not None:
                     out_ts.append(t)

@@ -197,7 +197,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         # emit: -old where the group existed and changed, +new where it exists and changed
         changed = (old_cnt > 0) != (new_cnt > 0)
         for nv, ov in zip(new_vals, old_vals):
-            changed |= nv != ov
+            differ = nv != ov
+            if nv.dtype.kind == "f":
+                differ &= ~(np.isnan(nv) & np.isnan(ov))     # NaN stays NaN: no change (contract)
+            changed |= differ
         dele = changed & (old_cnt > 0)
         ins = changed & (new_cnt > 0)
         if not (dele.any() or ins.any()):

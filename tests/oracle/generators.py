@@ -510,12 +510,14 @@ def aggregate_queries(draw):
         where = " WHERE X.a = R.a" + (f" AND {pred(draw, env, 0)}" if where else "")
         group = ["R.e"]
     else:
+        # keys: columns, or expressions (an INT one and a BOOLEAN one), selected or not
         group = [] if k == "global" else draw(st.lists(
-            st.sampled_from([r for r, t in env if t != "FLOAT"]), min_size=1, max_size=2, unique=True))
+            st.sampled_from([r for r, t in env if t != "FLOAT"] + ["X.a % 2", "X.a > 1"]), min_size=1, max_size=2,
+            unique=True))
         item2 = ""
     pool = _AGGS_S if name == "S" else _AGGS_T
     aggs = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
-    sel = list(group)
+    sel = [g for g in group if draw(st.integers(0, 3))] or group[:1]
     for i, a in enumerate(aggs):
         form = draw(st.integers(0, 4))
         if form == 0:
