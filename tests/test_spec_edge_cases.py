@@ -76,6 +76,20 @@ CASES = {
         (("push", "S", [{"a": 1}, {"a": 1}, {"a": 3}], [2, 2, 3]), ("push", "T", [{"a": 1}, {"a": 3}], [2, 4])), 10,
         [(2, 1, {"a": 1}), (4, 1, {"a": 3})],
         "stream", [("a", "INT")]),
+    # contract (SPEC is silent; PostgreSQL's reading): GROUP BY 2 is the second select item's expression, GROUP
+    # BY p the select item named p when no FROM item has a column p. S [RANGE 5]: a = 1, 2 at 2 and 3 at 3, so
+    # a % 2 has groups {1: 1, 0: 1} at 2, {1: 2, 0: 1} at 3; 1 and 2 leave at 7, 3 at 8
+    "GROUP BY a select item's position": (
+        S, "SELECT COUNT(*) AS n, a % 2 AS p FROM S [RANGE 5] GROUP BY 2",
+        (("push", "S", [{"a": 1}, {"a": 2}, {"a": 3}], [2, 2, 3]),), 10,
+        [(2, 1, {"n": 1, "p": 1}), (2, 1, {"n": 1, "p": 0}), (3, -1, {"n": 1, "p": 1}), (3, 1, {"n": 2, "p": 1}),
+         (7, -1, {"n": 2, "p": 1}), (7, -1, {"n": 1, "p": 0}), (7, 1, {"n": 1, "p": 1}), (8, -1, {"n": 1, "p": 1})],
+        "relation", [("n", "INT"), ("p", "INT")]),
+    "GROUP BY a select item's alias": (
+        S, "SELECT a % 2 AS p, COUNT(*) AS n FROM S [RANGE 5] GROUP BY p HAVING COUNT(*) > 1",
+        (("push", "S", [{"a": 1}, {"a": 2}, {"a": 3}], [2, 2, 3]),), 10,
+        [(3, 1, {"p": 1, "n": 2}), (7, -1, {"p": 1, "n": 2})],
+        "relation", [("p", "INT"), ("n", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

@@ -738,8 +738,28 @@ class Binder:
 
     def _bind_aggregate(self, node, q: ast.Select, scope: Scope):
         types = scope.types()
-        group_exprs = [self.bind_expr(g, scope) for g in q.group_by]
+        group_exprs = [self.bind_expr(self._group_key(g, q, scope), scope) for g in q.group_by]
         return self._aggregate_core(node, types, group_exprs, list(q.items), q.having, scope)
+
+    def _group_key(self, g, q: ast.Select, scope: Scope):
+        """A GROUP BY item as PostgreSQL reads it: an integer is the position of a select item, a bare name that
+        is no input column is the select item of that alias, anything else an expression over the input."""
+        if isinstance(g, ast.Literal) and g.type == "INT":
+            k = g.value
+            if not 1 <= k <= len(q.items):
+                raise SchemaError(f"{_at(g.pos)}GROUP BY position {k} is not in the select list "
+                                  f"(1 to {len(q.items)})")
+            e = q.items[k - 1].expr
+        elif isinstance(g, ast.ColumnRef) and g.qualifier is None and scope.find(g) is None:
+            named = [it.expr for it in q.items if it.alias and it.alias.lower() == g.name.lower()]
+            if len(named) != 1:
+                return g                     # unknown (or ambiguous): bind_expr says so
+            e = named[0]
+        else:
+            return g
+        if isinstance(e, ast.Star) or has_aggregate(e):
+            raise SchemaError(f"{_at(g.pos)}GROUP BY cannot use a select item that is * or an aggregate")
+        return e
 
     def _aggregate_core(self, node, types, group_exprs, items, having, scope, extra_group_out=False):
         pre_exprs = list(group_exprs)

@@ -531,7 +531,9 @@ def aggregate_queries(draw):
         h = draw(st.sampled_from(["COUNT(*) > 1", "COUNT(*) >= 2 OR " + pool[3] + " > 1", pool[6] + " <> 0"
                                   if name == "S" else "MAX(X.d) > 0.5", "SUM(X.a) >= 2"]))
         having = f" HAVING {h}"
-    group_by = f" GROUP BY {', '.join(group)}" if group else ""
+    # a selected key may be written as its position in the select list (PostgreSQL's GROUP BY 1, contract)
+    keys = [str(sel.index(g) + 1) if g in sel and draw(st.integers(0, 3)) == 0 else g for g in group]
+    group_by = f" GROUP BY {', '.join(keys)}" if group else ""
     distinct = "DISTINCT " if draw(st.integers(0, 5)) == 0 else ""
     return (), f"SELECT {distinct}{', '.join(sel)} FROM {item}{item2}{where}{group_by}{having}"
 

@@ -650,6 +650,29 @@ class Reference:
             sc = self._memo[key] = _Scope(items)
         return sc
 
+    def _group_by(self, sel):
+        """The GROUP BY expressions, read as PostgreSQL does (contract): an integer literal k is the k-th select
+        item's expression; a bare name that no FROM item has is the select item with that alias."""
+        key = ("group_by", id(sel))
+        out = self._memo.get(key)
+        if out is None:
+            sc = self._scope(sel)
+            out = []
+            for g in sel.group_by:
+                if isinstance(g, A.Literal) and g.type == "INT":
+                    if not 1 <= g.value <= len(sel.items):
+                        raise SchemaError(f"GROUP BY position {g.value} is not in the select list")
+                    g = sel.items[g.value - 1].expr
+                elif isinstance(g, A.ColumnRef) and g.qualifier is None and sc.resolve(g) is None:
+                    named = [it.expr for it in sel.items if it.alias and it.alias.lower() == g.name.lower()]
+                    if len(named) == 1:
+                        g = named[0]
+                if isinstance(g, A.Star) or any(isinstance(n, A.Aggregate) for n in _expr_nodes(g)):
+                    raise SchemaError("GROUP BY cannot use a select item that is * or an aggregate")
+                out.append(g)
+            self._memo[key] = out
+        return out
+
     def _item_scope(self, sel, k):
         """Scope of FROM item k alone (window-internal WHERE and PARTITION BY see only their own stream)."""
         key = ("iscope", id(sel), k)
@@ -782,7 +805,7 @@ class Reference:
                     self._resolve(p, isc)
                 if fi.window.where is not None:
                     self._check_expr(fi.window.where, isc)
-        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + list(q.group_by)
+        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + self._group_by(q)
         exprs += [e for e in (q.where, q.having) if e is not None]
         for e in exprs:
             self._check_expr(e, scopes)
@@ -812,7 +835,7 @@ class Reference:
             return max(self._outer_level(q.left, chain), self._outer_level(q.right, chain))
         full = (self._scope(q),) + chain
         deepest = -1
-        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + list(q.group_by)
+        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + self._group_by(q)
         exprs += [e for e in (q.where, q.having) if e is not None]
         for e in exprs:
             for n in _expr_nodes(e):
@@ -878,7 +901,7 @@ class Reference:
             if sel.group_by:
                 for r in rows:
                     c = ctx(r)
-                    groups.setdefault(tuple(self._ev(g, c) for g in sel.group_by), []).append(r)
+                    groups.setdefault(tuple(self._ev(g, c) for g in self._group_by(sel)), []).append(r)
             elif rows:
                 groups[()] = rows          # no GROUP BY and no rows: no row at all (SPEC section 3)
             out = []
