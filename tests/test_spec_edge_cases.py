@@ -90,6 +90,25 @@ CASES = {
         (("push", "S", [{"a": 1}, {"a": 2}, {"a": 3}], [2, 2, 3]),), 10,
         [(3, 1, {"p": 1, "n": 2}), (7, -1, {"p": 1, "n": 2})],
         "relation", [("p", "INT"), ("n", "INT")]),
+    # SPEC 4 allows subqueries in WHERE; SQL's logic gives them under OR and NOT too. S [RANGE 3] holds (1,5)
+    # and (2,1) at 2, also (3,2) and (1,1) at 3; R = {1, 2} until 5, {2} after. a = 1 OR a IN R: (1,5) passes
+    # once (both hold), (2,1) by IN, (1,1) at 3 by a = 1, (3,2) never; a later change of R removes nothing new
+    "a subquery under OR": (
+        ("REGISTER STREAM S (a INT, b INT)", "REGISTER RELATION R (a INT, e STRING)"),
+        "SELECT a, b FROM S [RANGE 3] WHERE a = 1 OR a IN (SELECT a FROM R)",
+        (("update", "R", [{"a": 1, "e": "x"}, {"a": 2, "e": "x"}], [], 1),
+         ("push", "S", [{"a": 1, "b": 5}, {"a": 2, "b": 1}, {"a": 3, "b": 2}, {"a": 1, "b": 1}], [2, 2, 3, 3]),
+         ("update", "R", [], [{"a": 1, "e": "x"}], 5)), 10,
+        [(2, 1, {"a": 1, "b": 5}), (2, 1, {"a": 2, "b": 1}), (3, 1, {"a": 1, "b": 1})],
+        "stream", [("a", "INT"), ("b", "INT")]),
+    # NOT (b > scalar) is b <= scalar: MAX(T.a) is 1 from 2, 3 from 4; (2,1) passes at 2, (3,2) at 4 (not at 3)
+    "a scalar subquery under NOT": (
+        ("REGISTER STREAM S (a INT, b INT)", "REGISTER STREAM T (a INT)"),
+        "SELECT a FROM S WHERE NOT (b > (SELECT MAX(a) FROM T [RANGE 10]))",
+        (("push", "S", [{"a": 1, "b": 5}, {"a": 2, "b": 1}, {"a": 3, "b": 2}], [2, 2, 3]),
+         ("push", "T", [{"a": 1}, {"a": 3}], [2, 4])), 10,
+        [(2, 1, {"a": 2}), (4, 1, {"a": 3})],
+        "stream", [("a", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

@@ -707,6 +707,13 @@ def subquery_queries(draw):
     ]))
     if draw(st.integers(0, 3)) == 0:
         sub = f"{sub} AND {pred(draw, env, 0)}"
+    shape = draw(st.integers(0, 5))     # under NOT, or OR-ed with a plain condition (either side)
+    if shape == 0:
+        sub = f"NOT ({sub})"
+    elif shape == 1:
+        sub = f"({sub} OR {pred(draw, env, 0)})"
+    elif shape == 2:
+        sub = f"({pred(draw, env, 0)} OR {sub})"
     if draw(st.integers(0, 3)) == 0:
         return (), f"SELECT X.a, COUNT(*) AS n FROM {item} WHERE {sub} GROUP BY X.a"
     return (), f"SELECT {_items(draw, env, 2, star=False)} FROM {item} WHERE {sub}"
