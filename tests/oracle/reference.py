@@ -806,7 +806,12 @@ class Reference:
                 if fi.window.where is not None:
                     self._check_expr(fi.window.where, isc)
         exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + self._group_by(q)
-        exprs += [e for e in (q.where, q.having) if e is not None]
+        if q.having is not None:
+            exprs.append(q.having)
+        for e in exprs:    # contract: a subquery stands in FROM and in WHERE only (no NULL for an empty one)
+            if any(isinstance(n, _SUBQUERY_NODES) for n in _expr_nodes(e)):
+                raise SchemaError("a subquery in the select list, GROUP BY or HAVING")
+        exprs += [q.where] if q.where is not None else []
         for e in exprs:
             self._check_expr(e, scopes)
         for it in q.items:
