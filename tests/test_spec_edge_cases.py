@@ -109,6 +109,23 @@ CASES = {
          ("push", "T", [{"a": 1}, {"a": 3}], [2, 4])), 10,
         [(2, 1, {"a": 2}), (4, 1, {"a": 3})],
         "stream", [("a", "INT")]),
+    # contract: INT is int64; INT arithmetic and SUM of INT wrap around (two's complement, as numpy), AVG is the
+    # exact mean as a FLOAT. Two values 2**62: a + a = 2**63 wraps to -2**63; their SUM too; AVG is 2**62.
+    # (SUM and AVG alone take the vectorised aggregate, beside MAX the general one.)
+    "INT overflow wraps, AVG is exact": (
+        S, "SELECT a + a AS w, SUM(a) AS s, AVG(a) AS m FROM S [RANGE 5] GROUP BY a",
+        (("push", "S", [{"a": 2**62}, {"a": 2**62}], [1, 2]),), 10,
+        [(1, 1, {"w": -2**63, "s": 2**62, "m": 2.0**62}), (2, -1, {"w": -2**63, "s": 2**62, "m": 2.0**62}),
+         (2, 1, {"w": -2**63, "s": -2**63, "m": 2.0**62}), (6, -1, {"w": -2**63, "s": -2**63, "m": 2.0**62}),
+         (6, 1, {"w": -2**63, "s": 2**62, "m": 2.0**62}), (7, -1, {"w": -2**63, "s": 2**62, "m": 2.0**62})],
+        "relation", [("w", "INT"), ("s", "INT"), ("m", "FLOAT")]),
+    "INT SUM overflow beside MAX": (
+        S, "SELECT SUM(a) AS s, AVG(a) AS m, MAX(a) AS x FROM S [RANGE 5]",
+        (("push", "S", [{"a": 2**62}, {"a": 2**62}], [1, 2]),), 10,
+        [(1, 1, {"s": 2**62, "m": 2.0**62, "x": 2**62}), (2, -1, {"s": 2**62, "m": 2.0**62, "x": 2**62}),
+         (2, 1, {"s": -2**63, "m": 2.0**62, "x": 2**62}), (6, -1, {"s": -2**63, "m": 2.0**62, "x": 2**62}),
+         (6, 1, {"s": 2**62, "m": 2.0**62, "x": 2**62}), (7, -1, {"s": 2**62, "m": 2.0**62, "x": 2**62})],
+        "relation", [("s", "INT"), ("m", "FLOAT"), ("x", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

@@ -162,6 +162,8 @@ class AggregateOp(FinalInstantsOperator):
             n = g.count
         if isinstance(total, _FloatSum):
             total = total.value()
+        elif func == "SUM":       # INT: the exact sum, wrapped into int64 as INT arithmetic wraps (contract)
+            return (total + 2**63) % 2**64 - 2**63
         return total if func == "SUM" else total / n
 
     def _row(self, key: tuple, g: _Group) -> tuple:

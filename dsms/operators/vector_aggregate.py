@@ -156,7 +156,15 @@ class VectorAggregateOp(FinalInstantsOperator):
                 rs[ends] = _exact_value(*[r[ends] for r in run_exact[a]])
                 run_sum[a] = rs
             else:
-                run_sum[a] = self._running(sign * v, grp_start, starts_idx, self.sums[a][g_s])
+                base = self.sums[a][g_s]
+                if base.dtype != object and _may_overflow(base, v):
+                    # INT sums beyond 64 bits: exact Python integers from now on (SUM wraps on output, as INT
+                    # arithmetic does; AVG is the exact mean)
+                    self.sums[a] = self.sums[a].astype(object)
+                    base = base.astype(object)
+                if base.dtype == object:
+                    v = v.astype(object)
+                run_sum[a] = self._running(sign * v, grp_start, starts_idx, base)
         seg_g = g_s[ends]
         seg_t = t_s[ends]
         new_cnt = run_cnt[ends]
@@ -176,8 +184,11 @@ class VectorAggregateOp(FinalInstantsOperator):
                 os_ = np.where(old_cnt > 0, os_, 0)
                 if f == "AVG":
                     with np.errstate(invalid="ignore", divide="ignore"):
-                        nv = np.where(new_cnt > 0, ns / np.maximum(new_cnt, 1), 0.0)
-                        ov = np.where(old_cnt > 0, os_ / np.maximum(old_cnt, 1), 0.0)
+                        nc, oc = np.maximum(new_cnt, 1), np.maximum(old_cnt, 1)
+                        if ns.dtype == object:          # exact integers: Python's correctly rounded quotient
+                            nc, oc = nc.astype(object), oc.astype(object)
+                        nv = np.where(new_cnt > 0, ns / nc, 0.0).astype(np.float64)
+                        ov = np.where(old_cnt > 0, os_ / oc, 0.0).astype(np.float64)
                 else:
                     nv, ov = ns, os_
             new_vals.append(nv)
@@ -216,7 +227,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         is_del = sgn < 0
         cols = [kc[seg_g[seg]] for kc in self.key_cols]
         for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
-            v = np.where(is_del, ov[seg], nv[seg]).astype(self.dtypes[len(self.group) + j], copy=False)
+            v = np.where(is_del, ov[seg], nv[seg])
+            if v.dtype == object:
+                v = _wrap64(v)
+            v = v.astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
         self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
 
@@ -260,6 +274,20 @@ def _exact_value(total: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, nan: np.
         out = np.fromiter((_ratio(x) for x in total.tolist()), dtype=np.float64, count=len(total))
     out = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, out))
     return np.where((nan > 0) | ((pinf > 0) & (ninf > 0)), np.nan, out)
+
+
+def _may_overflow(base: np.ndarray, v: np.ndarray) -> bool:
+    """Whether a running INT sum starting from ``base`` (the touched groups' sums) and adding ``v`` can leave
+    int64: a bound in floats, with a margin."""
+    if not len(v):
+        return False
+    bound = float(np.abs(base.astype(np.float64)).max(initial=0.0)) + float(np.abs(v.astype(np.float64)).sum())
+    return bound >= 2.0**62
+
+
+def _wrap64(x: np.ndarray) -> np.ndarray:
+    """Python integers to int64, wrapping around as two's complement arithmetic does."""
+    return np.fromiter(((int(v) + 2**63) % 2**64 - 2**63 for v in x.tolist()), dtype=np.int64, count=len(x))
 
 
 def _grown(a: np.ndarray, size: int) -> np.ndarray:

@@ -106,6 +106,13 @@ def _ticks(t, index=None):
     return (d - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)) // datetime.timedelta(milliseconds=1)
 
 
+def _wrap(v):
+    """INT results wrap around in two's complement int64 (contract: INT arithmetic and SUM of INT, as numpy)."""
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+        return (v + 2**63) % 2**64 - 2**63
+    return v
+
+
 def _arith_type(t):
     return "FLOAT" if t == "FLOAT" else "INT"
 
@@ -1099,18 +1106,18 @@ class Reference:
             if a is None or b is None:
                 return None
             if op in _ARITH:
-                return _ARITH[op](a, b)
+                return _wrap(_ARITH[op](a, b))
             return _CMP[op](a, b)
         if t is A.UnaryOp:
             v = self._ev(e.operand, c)
             if e.op == "NOT":
                 return _not3(v)
-            return None if v is None else -v
+            return None if v is None else _wrap(-v)
         if t is A.FuncCall:
             v = self._ev(e.args[0], c)
             if v is None:
                 return None
-            return {"LOWER": str.lower, "UPPER": str.upper, "LENGTH": len, "ABS": abs}[e.name](v)
+            return _wrap({"LOWER": str.lower, "UPPER": str.upper, "LENGTH": len, "ABS": abs}[e.name](v))
         if t is A.Aggregate:
             return self._aggregate(e, c)
         if t is A.InList:
@@ -1177,7 +1184,7 @@ class Reference:
         if f == "COUNT":
             return len(vals)
         if f == "SUM":   # FLOAT: the correctly rounded sum of the bag, whatever order its values came in
-            return _fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
+            return _fsum(vals) if any(_is_float(v) for v in vals) else _wrap(sum(vals[1:], vals[0]))
         if f == "AVG":   # FLOAT: that sum divided by the count (contract)
             return _fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
         if f in ("MIN", "MAX") and _NAN in vals:
