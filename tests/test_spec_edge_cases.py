@@ -126,6 +126,15 @@ CASES = {
          (2, 1, {"s": -2**63, "m": 2.0**62, "x": 2**62}), (6, -1, {"s": -2**63, "m": 2.0**62, "x": 2**62}),
          (6, 1, {"s": 2**62, "m": 2.0**62, "x": 2**62}), (7, -1, {"s": 2**62, "m": 2.0**62, "x": 2**62})],
         "relation", [("s", "INT"), ("m", "FLOAT"), ("x", "INT")]),
+    # contract: a STRING constant compared with a TIMESTAMP is an ISO 8601 date-time, as TIMESTAMP input is: t is
+    # 1000 and 2000 ms; only 2000 is >= '...:01.5Z', both are BETWEEN 1 and 2 seconds, 1000 is IN (..:01Z)
+    "TIMESTAMP compared with an ISO 8601 constant": (
+        TYPES, "SELECT k, t >= '1970-01-01T00:00:01.5Z' AS late, t BETWEEN '1970-01-01T00:00:01Z' AND "
+        "'1970-01-01T00:00:02Z' AS mid, t IN ('1970-01-01 00:00:01') AS one FROM B",
+        (("push", "B", [{"k": 1, "t": 1000, "x": 0.5}, {"k": 2, "t": 2000, "x": 0.5}], [1, 2]),), 10,
+        [(1, 1, {"k": 1, "late": False, "mid": True, "one": True}),
+         (2, 1, {"k": 2, "late": True, "mid": True, "one": False})],
+        "stream", [("k", "INT"), ("late", "BOOLEAN"), ("mid", "BOOLEAN"), ("one", "BOOLEAN")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

@@ -19,7 +19,8 @@ Typing and run-time choices (dsms has no NULL, and a stream engine cannot stop o
   overflow wraps around (two's complement int64), as numpy does. FLOAT ``/`` follows IEEE 754 (x / 0.0 is
   +-inf, 0.0 / 0.0 is nan) and FLOAT ``%`` is C ``fmod`` (sign of the dividend; by zero nan), silently;
 - comparisons: numbers with numbers (an INT compared with a FLOAT is converted to FLOAT), STRING with STRING
-  (Python ``str`` order), BOOLEAN with BOOLEAN (``=`` and ``<>`` only); anything else is a SchemaError;
+  (Python ``str`` order), BOOLEAN with BOOLEAN (``=`` and ``<>`` only), a TIMESTAMP with a STRING constant
+  read as an ISO 8601 date-time (also in IN and BETWEEN); anything else is a SchemaError;
 - ``||`` concatenates two STRINGs (``+`` on strings is a SchemaError);
 - ``CASE`` without ELSE yields the zero value of its type where no WHEN matches: 0, 0.0, ``''``, FALSE,
   0 for TIMESTAMP. The THEN/ELSE results must share one type, INT and FLOAT unify to FLOAT.
@@ -393,9 +394,24 @@ def _column(e: ColumnRef, resolve: Resolver) -> CompiledExpr:
     return CompiledExpr(t, frozenset({key}), text, fn)
 
 
+def _timestamp_literal(c: CompiledExpr, other: CompiledExpr, at: str) -> CompiledExpr:
+    """A STRING constant compared with a TIMESTAMP, read as an ISO 8601 date-time (as TIMESTAMP input is):
+    ``t >= '2024-01-01T00:00:00Z'``. Anything else unchanged."""
+    if not (c.constant and c.type == STRING and other.type == TIMESTAMP):
+        return c
+    text = c.fn(_NO_COLUMNS, 1)[0]
+    try:
+        ticks = iso_ticks(text)
+    except ValueError:
+        raise SchemaError(f"{at}{c.text} is compared with a TIMESTAMP but is no ISO 8601 date-time") from None
+    return CompiledExpr(TIMESTAMP, frozenset(), str(ticks), _const_fn(ticks, _DTYPES[TIMESTAMP]), constant=True)
+
+
 def _binary(e: BinaryOp, resolve: Resolver) -> CompiledExpr:
     op = "<>" if e.op == "!=" else e.op.upper()
     left, right = _compile(e.left, resolve), _compile(e.right, resolve)
+    if op in _CMP_OPS:
+        left, right = _timestamp_literal(left, right, _at(e)), _timestamp_literal(right, left, _at(e))
     lt, rt = left.type, right.type
     lf, rf = _operand_fns(left, right)
     text = f"{_paren(left)} {op} {_paren(right)}"
@@ -487,7 +503,7 @@ def _func(e: FuncCall, resolve: Resolver) -> CompiledExpr:
 
 def _in_list(e: InList, resolve: Resolver) -> CompiledExpr:
     x = _compile(e.expr, resolve)
-    items = tuple(_compile(i, resolve) for i in e.items)
+    items = tuple(_timestamp_literal(_compile(i, resolve), x, _at(e)) for i in e.items)
     label = "NOT IN" if e.negated else "IN"
     tests = [(_cmp_kernel("=", x.type, i.type, _at(node) or _at(e), label), i.fn)
              for node, i in zip(e.items, items)]
@@ -505,6 +521,7 @@ def _in_list(e: InList, resolve: Resolver) -> CompiledExpr:
 
 def _between(e: Between, resolve: Resolver) -> CompiledExpr:
     x, lo, hi = (_compile(c, resolve) for c in (e.expr, e.low, e.high))
+    lo, hi = _timestamp_literal(lo, x, _at(e)), _timestamp_literal(hi, x, _at(e))
     label = "NOT BETWEEN" if e.negated else "BETWEEN"
     ge = _cmp_kernel(">=", x.type, lo.type, _at(e), label)
     le = _cmp_kernel("<=", x.type, hi.type, _at(e), label)

@@ -765,7 +765,9 @@ class Reference:
                     raise SchemaError(f"arithmetic '{e.op}' on {lt} and {rt}")
                 return "FLOAT" if "FLOAT" in (lt, rt) else "INT"
             lt, rt = self._type(e.left, scopes), self._type(e.right, scopes)
-            if e.op not in ("AND", "OR") and (lt == "STRING") != (rt == "STRING"):
+            literal = any(isinstance(x, A.Literal) and x.type == "STRING" for x in (e.left, e.right))
+            if e.op not in ("AND", "OR") and (lt == "STRING") != (rt == "STRING") and not (
+                    literal and "TIMESTAMP" in (lt, rt)):
                 raise SchemaError(f"comparison of {lt} with {rt}")
             return "BOOLEAN"
         if t is A.UnaryOp:     # arithmetic on TIMESTAMP is INT (contract), a sign change too
@@ -1107,6 +1109,7 @@ class Reference:
                 return None
             if op in _ARITH:
                 return _wrap(_ARITH[op](a, b))
+            a, b = self._ts(e.left, e.right, a, c), self._ts(e.right, e.left, b, c)
             return _CMP[op](a, b)
         if t is A.UnaryOp:
             v = self._ev(e.operand, c)
@@ -1122,10 +1125,11 @@ class Reference:
             return self._aggregate(e, c)
         if t is A.InList:
             v = self._ev(e.expr, c)
-            res = any(v == self._ev(x, c) for x in e.items)
+            res = any(v == self._ts(x, e.expr, self._ev(x, c), c) for x in e.items)
             return res != e.negated
         if t is A.Between:
             v, lo, hi = self._ev(e.expr, c), self._ev(e.low, c), self._ev(e.high, c)
+            lo, hi = self._ts(e.low, e.expr, lo, c), self._ts(e.high, e.expr, hi, c)
             if None in (v, lo, hi):
                 return None
             return (lo <= v <= hi) != e.negated
@@ -1167,6 +1171,12 @@ class Reference:
                 return all(cmp(v, x) for x in vals)
             return any(cmp(v, x) for x in vals)
         raise Unsupported(f"expression {t.__name__}")
+
+    def _ts(self, node, other, value, c):
+        """A STRING literal compared with a TIMESTAMP is an ISO 8601 date-time (contract)."""
+        if isinstance(node, A.Literal) and node.type == "STRING" and self._type_of(other, c.scopes) == "TIMESTAMP":
+            return _ticks(value)
+        return value
 
     def _sub(self, q, c):
         return self._rel(q, c.tau, (c.scopes, c.rows))
