@@ -135,6 +135,14 @@ CASES = {
         [(1, 1, {"k": 1, "late": False, "mid": True, "one": True}),
          (2, 1, {"k": 2, "late": True, "mid": True, "one": False})],
         "stream", [("k", "INT"), ("late", "BOOLEAN"), ("mid", "BOOLEAN"), ("one", "BOOLEAN")]),
+    # || concatenates STRINGs (the compiler's own hint for 'a' + 'b' names it, docs/cql.md), looser than + - and
+    # tighter than comparisons; LENGTH and UPPER of the result
+    "string concatenation": (
+        ("REGISTER STREAM W (c STRING)",),
+        "SELECT c || '-' || UPPER(c) AS d, LENGTH(c || c) AS n FROM W WHERE c || 'x' = 'abx'",
+        (("push", "W", [{"c": "ab"}, {"c": "a"}], [1, 2]),), 10,
+        [(1, 1, {"d": "ab-AB", "n": 4})],
+        "stream", [("d", "STRING"), ("n", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

@@ -695,6 +695,7 @@ class _ToAst(Transformer_NonRecursive):
         return children[0].value
 
     mul_op = add_op
+    concat_op = add_op
 
     def neg(self, meta, children):
         return ast.UnaryOp("-", children[0], pos=_pos(meta))

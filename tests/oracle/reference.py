@@ -759,6 +759,10 @@ class Reference:
         if t is A.ColumnRef:
             return self._resolve(e, scopes)[1][1]
         if t is A.BinaryOp:
+            if e.op == "||":
+                if {self._type(e.left, scopes), self._type(e.right, scopes)} != {"STRING"}:
+                    raise SchemaError("|| concatenates two STRINGs")
+                return "STRING"
             if e.op in _ARITH:
                 lt, rt = self._type(e.left, scopes), self._type(e.right, scopes)
                 if "STRING" in (lt, rt) or "BOOLEAN" in (lt, rt):
@@ -1109,6 +1113,8 @@ class Reference:
                 return None
             if op in _ARITH:
                 return _wrap(_ARITH[op](a, b))
+            if op == "||":
+                return a + b
             a, b = self._ts(e.left, e.right, a, c), self._ts(e.right, e.left, b, c)
             return _CMP[op](a, b)
         if t is A.UnaryOp:
