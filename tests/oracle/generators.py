@@ -320,10 +320,12 @@ def str_expr(draw, env, depth=2):
     strs = _cols(env, "STRING")
     options = ["lit"] + (["col"] * 3 if strs else [])
     if depth > 0:
-        options += (["lower", "upper"] if strs else []) + ["case"]
+        options += (["lower", "upper"] if strs else []) + ["case", "concat"]
     k = draw(st.sampled_from(options))
     if k == "col":
         return draw(st.sampled_from(strs))
+    if k == "concat":
+        return f"({str_expr(draw, env, depth - 1)} || {str_expr(draw, env, 0)})"
     if k == "lit":
         return draw(st.sampled_from(["'a'", "'ab'", "'x'", "'zz'", "''"]))
     if k in ("lower", "upper"):
