@@ -32,7 +32,7 @@ from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import colmap
 from dsms.operators.binary import BinaryOperator
 from dsms.queues import Queue
-from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Release, expand, locate
+from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Release, expand
 from synopses.rowcodes import row_codes
 
 
@@ -81,69 +81,63 @@ class JoinOp(BinaryOperator):
             b = got.get(side)
             rel = self.sides[side].match(*((b.ts, b.sign, b.cols, codes[side]) if b is not None else ()))
             if rel is None:
-                break
+                self._join_signed(got, codes)
+                return
             rels.append(rel)
-        else:
-            self._join_fifo(*rels)
-            for side in (0, 1):
-                self.sides[side].adopt(rels[side])
-            return
-        self._join_signed(got, codes)
+        self._join_fifo(*rels)
 
     def _join_fifo(self, left: Release, right: Release) -> None:
         """Each pair of rows with equal keys is in the join from the later of their entries until the earlier
         of their exits: it is inserted then (if that is in the released input) and deleted then (if so), and
         nothing when the two never overlap. Only pairs with a row the release touched (entered or left) can
-        change: touched left rows against every right row (held, or inserted by the release), then touched
-        right rows against the held left rows the release did not touch. A pair's insert and delete never
-        fall at one instant, so the output holds no changes that cancel (the bulk signed path below produces
-        such pairs when rows come and go within one release)."""
+        change. Both inputs' inserts are appended first (``stage``), so two probes find them all: the touched
+        left rows against every right row the release saw (held before it, or inserted by it), then the
+        touched right rows against the left rows held before it and not touched. A pair's insert and delete
+        never fall at one instant, so the output holds no changes that cancel (the bulk signed path below
+        produces such pairs when rows come and go within one release)."""
         L, R = self.sides
-        parts = []              # (left cols, right cols, entered, left instants) of each group of pairs
-        # touched left rows x right rows held before the release (the right victims among them)
-        p, seq = R.find(left.codes)
-        if len(p):
-            r_pos = seq - R.log.head
-            r_left = np.full(len(seq), LIVE)
-            gone = r_pos < right.victims
-            r_left[gone] = right.left[r_pos[gone]]
-            parts.append(([c[p] for c in left.cols], R.gather(seq),
-                          left.entered[p], np.minimum(left.left[p], r_left)))
-        # touched left rows x the release's right inserts
-        ins = slice(right.victims, None)
-        if len(right.codes) > right.victims and len(left.codes):
-            order = np.argsort(right.codes[ins], kind="stable")
-            p, q = expand(*locate(right.codes[ins][order], left.codes))
+        sl, sr = L.stage(left), R.stage(right)
+        seq_l = seq_r = start = end = None
+        if sl.touched() and R.log is not None:
+            p, seq = R.find(sl.touched_codes(L.log), sr.s0)
             if len(p):
-                q = right.victims + order[q]
-                parts.append(([c[p] for c in left.cols], [c[q] for c in right.cols],
-                              np.maximum(left.entered[p], right.entered[q]),
-                              np.minimum(left.left[p], right.left[q])))
-        # right rows touched x left rows held and not touched
-        q, seq = L.find(right.codes, skip=left.victims)
-        if len(q):
-            parts.append((L.gather(seq), [c[q] for c in right.cols], right.entered[q], right.left[q]))
-        if not parts:
-            return
-        if len(parts) == 1:
-            lcols, rcols, start, end = parts[0]
-        else:
-            lcols = [np.concatenate(cs) for cs in zip(*[pt[0] for pt in parts])]
-            rcols = [np.concatenate(cs) for cs in zip(*[pt[1] for pt in parts])]
-            start = np.concatenate([pt[2] for pt in parts])
-            end = np.concatenate([pt[3] for pt in parts])
+                seq_l, seq_r = sl.touched_seq(p), seq
+                start = np.maximum(sl.entered()[p], sr.entered_of(seq))
+                end = np.minimum(sl.left()[p], sr.left_of(seq))
+        if sr.touched() and sl.e0 > sl.s0 + sl.victims:           # left rows held and not touched
+            q, seq = L.find(sr.touched_codes(R.log), sl.s0 + sl.victims)
+            if len(q):
+                keep = seq < sl.e0                                # not the release's own inserts
+                if not keep.all():
+                    q, seq = q[keep], seq[keep]
+                if len(q):
+                    q_seq = sr.touched_seq(q)
+                    q_start, q_end = sr.entered()[q], sr.left()[q]
+                    if seq_l is None:
+                        seq_l, seq_r, start, end = seq, q_seq, q_start, q_end
+                    else:
+                        seq_l, seq_r = np.concatenate([seq_l, seq]), np.concatenate([seq_r, q_seq])
+                        start, end = np.concatenate([start, q_start]), np.concatenate([end, q_end])
+        if seq_l is not None:
+            self._emit_pairs(seq_l, seq_r, start, end)
+        L.adopt(sl)
+        R.adopt(sr)
+
+    def _emit_pairs(self, seq_l: np.ndarray, seq_r: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """The inserts (at ``start``) and deletes (at ``end``) of the pairs of rows numbered ``seq_l`` and
+        ``seq_r`` that overlap, in time order (inserts first at an instant)."""
         overlap = start < end
-        ins_m = overlap & (start != OLD)
-        del_m = overlap & (end != LIVE)
-        n_ins, n_del = int(ins_m.sum()), int(del_m.sum())
+        ii = (overlap & (start != OLD)).nonzero()[0]
+        dd = (overlap & (end != LIVE)).nonzero()[0]
+        n_ins, n_del = len(ii), len(dd)
         if not n_ins + n_del:
             return
-        ts = np.concatenate([start[ins_m], end[del_m]])
-        sign = np.concatenate([np.ones(n_ins, np.int8), np.full(n_del, -1, np.int8)])
-        o = np.argsort(ts, kind="stable")
-        ii, dd = np.flatnonzero(ins_m), np.flatnonzero(del_m)
+        ts = np.concatenate([start[ii], end[dd]])
+        o = ts.argsort(kind="stable")
+        sign = np.ones(n_ins + n_del, np.int8)
+        sign[n_ins:] = -1
         rows = np.concatenate([ii, dd])[o]
-        out = Batch(ts[o], sign[o], [c[rows] for c in lcols] + [c[rows] for c in rcols])
+        out = Batch(ts[o], sign[o], self.sides[0].gather(seq_l[rows]) + self.sides[1].gather(seq_r[rows]))
         if self.predicate is not None:
             out = out.take(self.predicate(colmap(out), len(out)))
         self.emit(out)
