@@ -78,7 +78,7 @@ class RangeWindowOp(Operator):
             self.pending_ins.append(ins)
             if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
                 self.pending_del[:] = [merge_by_ts([*self.pending_del, dele])]    # after a size change
-            elif not np.all(np.diff(dele.ts) >= 0):
+            elif not isinstance(size, int) and not np.all(np.diff(dele.ts) >= 0):    # sizes differ
                 self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
             else:
                 self.pending_del.append(dele)
@@ -92,7 +92,9 @@ class RangeWindowOp(Operator):
                 if b.ts[-1] <= f:
                     out.append(pend.pop(0))
                     continue
-                cut = int(np.searchsorted(b.ts, f, side="right"))
+                if b.ts[0] > f:
+                    break
+                cut = int(b.ts.searchsorted(f, side="right"))
                 if cut:
                     out.append(b.slice(0, cut))
                     pend[0] = b.slice(cut, len(b))
