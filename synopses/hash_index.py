@@ -24,7 +24,7 @@ Either way the index holds exactly the input's multiset of rows.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -176,6 +176,24 @@ class HashIndexSynopsis(Synopsis):
         if dead and (del_ts[victims:] < ts[ins[:dead]]).any():       # a delete before its insert
             return None
         return Release(victims, dead, ins, ts[ins], del_ts, codes, cols)
+
+    def match_ordered(self, dels: Any, ins: Any, codes: np.ndarray | None) -> Release | None:
+        """A release given as its deletes and its inserts (batches with ``ts`` and ``cols``, or None), whose
+        deletes are known to retract the oldest live rows in order, then its own first inserts (a RANGE
+        window's, ``RangeWindowOp.retracts_in_order``): matched by counting, with no value check. ``codes``
+        are the inserts' key codes. None when the index is signed (and stays so)."""
+        if self.table is not None and not self._unsign():
+            return None
+        n_del = len(dels) if dels is not None else 0
+        n_ins = len(ins) if ins is not None else 0
+        victims = min(n_del, len(self.log) if self.log is not None else 0)
+        if n_del - victims > n_ins:
+            return None
+        if not n_ins + n_del:
+            return _NOTHING
+        if not n_ins:
+            return Release(victims, 0, None, _EMPTY, dels.ts, _EMPTY, [])
+        return Release(victims, n_del - victims, None, ins.ts, dels.ts if n_del else _EMPTY, codes, ins.cols)
 
     def stage(self, rel: Release) -> Staged:
         """Append a matched release's inserts to the log and index them, leaving its victims in place: probes

@@ -38,6 +38,8 @@ class Operator(Entity):
     priority = Knob(int, default=0, ge=0, le=1000, doc="scheduler hint: among ready operators of equal "
                     "policy rank, a higher priority runs first")
 
+    fused = None                          # the operator that runs this one inside its own runs (not scheduled)
+
     def __init__(self, inputs: list[Queue], output: Queue, detail: str = "") -> None:
         self.detail = detail
         self.readers: list[QueueReader] = [q.reader() for q in inputs]
