@@ -154,6 +154,16 @@ class Engine:
         self.queues.append(q)
         return q
 
+    def retire_queue(self, q: Queue) -> None:
+        """Take a queue out of the plan's entities (a window fused into a join needs no output queue)."""
+        self.queues.remove(q)
+        self.registry.remove(q.id)
+
+    def restore_queue(self, q: Queue) -> None:
+        """Put a retired queue back, with its id."""
+        self.registry.add(q)
+        self.queues.append(q)
+
     def next_seed(self) -> int:
         self._next["seed"] += 1
         return hash((self.config["seed"], self._next["seed"])) & 0xFFFFFFFF
@@ -286,7 +296,7 @@ class Engine:
         ids: list[str] = []
         for op in self.ops:
             if q.id in op.owners:
-                for x in [*op.input_queues, op, *op.synopses, op.output]:
+                for x in [*op.input_queues, op, *op.synopses, *([op.output] if op.fused is None else [])]:
                     if x.id not in ids:
                         ids.append(x.id)
         return [self.registry.get(i).get() for i in ids]
@@ -328,7 +338,7 @@ class Engine:
 
     def _plan_changed(self) -> None:
         if self.policy is not None:
-            self.policy.plan_changed(list(self.ops))
+            self.policy.plan_changed([op for op in self.ops if op.fused is None])
 
     # ---------------------------------------------------------------- plans
 
@@ -561,7 +571,7 @@ class Engine:
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
-        ops = self.ops
+        ops = [op for op in self.ops if op.fused is None]     # a window fused into a join runs inside it
         while max_steps is None or steps < max_steps:
             ready = [op for op in ops if op.ready() and not op.output.full()]
             if not ready:
