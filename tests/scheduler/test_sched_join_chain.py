@@ -91,7 +91,9 @@ def test_engine_join_holds_little_under_chain():
     while eng.run(max_steps=1):
         most = max(most, sum(n for _, n in join.held_stamps()))
     q.drain_batches()
-    assert most <= 4 * 32
+    # a few batches of each side (4 to 6 of 32 rows: Chain's order follows measured costs, which vary from run
+    # to run), against the 1,600 rows greedy holds here by feeding one side's whole burst first
+    assert most <= 8 * 32
 
 
 def test_chains_follow_the_plan_as_it_changes():
