@@ -200,6 +200,18 @@ CASES = {
         ("REGISTER STREAM T (k INT, d FLOAT)",), "SELECT k, AVG(d / k) AS s, MAX(d) AS m FROM T [ROWS 5] GROUP BY k",
         (("push", "T", [{"k": 0, "d": 1.0}, {"k": 0, "d": -1.5}], [45, 45]), ("push", "T", [{"k": 0, "d": 0.5}], [47])),
         48, [(45, 1, {"k": 0, "s": NAN, "m": 1.0})], "relation", [("k", "INT"), ("s", "FLOAT"), ("m", "FLOAT")]),
+    # as a value every NaN is the same one (contract): ROWS 1 holds only the second NaN at 1, so RSTREAM emits one
+    # row, not the first NaN's insert and the second's without the first's delete matching it
+    "RSTREAM over a window of NaN rows": (
+        ("REGISTER STREAM T (k INT, d FLOAT)",), "RSTREAM(SELECT d / k AS z FROM T [ROWS 1])",
+        (("push", "T", [{"k": 0, "d": 0.0}], [1]), ("push", "T", [{"k": 0, "d": 0.0}], [1]),
+         ("push", "T", [{"k": 1, "d": 0.5}], [2])), 3,
+        [(1, 1, {"z": NAN}), (2, 1, {"z": 0.5})], "stream", [("z", "FLOAT")]),
+    # ... and GROUP BY takes every NaN as one key (inf * 0 and NaN * 1): {NaN: 2} at 1
+    "GROUP BY a NaN key": (
+        ("REGISTER STREAM T (k INT, d FLOAT)",), "SELECT d * k AS z, COUNT(*) AS n FROM T [RANGE 5] GROUP BY d * k",
+        (("push", "T", [{"k": 0, "d": INF}, {"k": 1, "d": NAN}], [1, 1]),), 10,
+        [(1, 1, {"z": NAN, "n": 2}), (6, -1, {"z": NAN, "n": 2})], "relation", [("z", "FLOAT"), ("n", "INT")]),
     # the exact sum of {1.7e308, 1.7e308} is beyond the float range: inf, as IEEE addition gives; AVG is that sum
     # divided by the count (contract), inf too; once one expires (τ=6) SUM and AVG are 1.7e308 again
     "float SUM beyond the float range": (

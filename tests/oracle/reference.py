@@ -919,7 +919,9 @@ class Reference:
             if sel.group_by:
                 for r in rows:
                     c = ctx(r)
-                    groups.setdefault(tuple(self._ev(g, c) for g in self._group_by(sel)), []).append(r)
+                    key = tuple(self._ev(g, c) for g in self._group_by(sel))
+                    key = tuple(_NAN if v != v else v for v in key)      # every NaN is one value (contract)
+                    groups.setdefault(key, []).append(r)
             elif rows:
                 groups[()] = rows          # no GROUP BY and no rows: no row at all (SPEC section 3)
             out = []
