@@ -36,7 +36,7 @@ RELATIONS = {"R": ("a", "e"), "P": ("e", "g")}
 A_VALUES = [0, 1, 2, 3]
 B_VALUES = [-3, -1, 0, 1, 2, 5]
 C_VALUES = ["a", "ab", "b", "Ba", "abc", "", "a_"]
-D_VALUES = [-1.5, 0.5, 1.0, 2.25, 3.0]
+D_VALUES = [-1.5, 0.0, 0.5, 1.0, 2.25, 3.0]     # 0.0 / 0 is NaN
 E_VALUES = ["x", "y", "zz"]
 G_VALUES = [0, 1, 2]
 
