@@ -143,6 +143,12 @@ CASES = {
         (("push", "W", [{"c": "ab"}, {"c": "a"}], [1, 2]),), 10,
         [(1, 1, {"d": "ab-AB", "n": 4})],
         "stream", [("d", "STRING"), ("n", "INT")]),
+    # contract: a set operation's column of INT and TIMESTAMP is INT (both are int64, as CASE unifies them; only
+    # INT with FLOAT makes FLOAT)
+    "set operation over INT and TIMESTAMP": (
+        TYPES, "SELECT t FROM B UNION ALL SELECT k FROM B",
+        (("push", "B", [{"k": 1, "t": 1000, "x": 0.5}], [1]),), 5,
+        [(1, 1, {"t": 1000}), (1, 1, {"t": 1})], "stream", [("t", "INT")]),
     # contract: |ts| <= 2**62, so input may start below 0; the last multiple of S <= τ rounds toward -inf:
     # at τ=-5 the window is (-15, -5] = {-7, -5}; at τ=4 it is still evaluated at 0; at τ=5, (-5, 5] = {4}.
     "negative timestamps and SLIDE": (

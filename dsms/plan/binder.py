@@ -219,6 +219,8 @@ class Binder:
         for i, (a, b) in enumerate(zip(left.types, right.types)):
             if a == b:
                 types.append(a)
+            elif {a, b} == {"INT", "TIMESTAMP"}:     # both int64: INT, as CASE unifies them (no conversion)
+                types.append("INT")
             elif a in NUMERIC and b in NUMERIC:
                 types.append("FLOAT")
                 lfix.append(i) if a != "FLOAT" else rfix.append(i)
