@@ -241,3 +241,14 @@ def test_spec_edge_case(name, runner):
     compare(expected, runner(Workload(statements, query, actions, until), info=info))
     assert info["kind"] == kind
     assert [tuple(c) for c in info["schema"]] == schema
+
+
+def test_scalar_subquery_with_several_rows_acts_as_any():
+    """Contract: a scalar subquery with several rows at an instant (an error in SQL, which a stream cannot stop
+    on) makes the comparison hold when it holds for one of them, and the row passes once: T holds 3, 3, 0 at 1,
+    so b = 1 < 3 passes (once), b = 5 does not. The oracle refuses such a subquery, so this is the engine alone."""
+    w = Workload(("REGISTER STREAM S (a INT, b INT)", "REGISTER STREAM T (a INT)"),
+                 "SELECT a FROM S WHERE b < (SELECT a FROM T)",
+                 (("push", "T", [{"a": 3}, {"a": 3}, {"a": 0}], [1, 1, 1]),
+                  ("push", "S", [{"a": 1, "b": 1}, {"a": 2, "b": 5}], [2, 2])), 10)
+    compare([(2, 1, {"a": 1})], run_engine(w))
