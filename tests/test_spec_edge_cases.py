@@ -218,6 +218,15 @@ CASES = {
         ("REGISTER STREAM T (k INT, d FLOAT)",), "SELECT d * k AS z, COUNT(*) AS n FROM T [RANGE 5] GROUP BY d * k",
         (("push", "T", [{"k": 0, "d": INF}, {"k": 1, "d": NAN}], [1, 1]),), 10,
         [(1, 1, {"z": NAN, "n": 2}), (6, -1, {"z": NAN, "n": 2})], "relation", [("z", "FLOAT"), ("n", "INT")]),
+    # the same through a projection: HAVING needs COUNT(*), which the select list drops; at 50 the second R row
+    # doubles the join (COUNT 2 -> 4) but MAX stays NaN (2.25 / 0 = inf, 0.0 / 0 = NaN), so the result row is
+    # unchanged and nothing is emitted at 50
+    "a NaN row unchanged through a projection": (
+        ("REGISTER STREAM T (k INT, d FLOAT)", "REGISTER RELATION R (k INT, e STRING)"),
+        "SELECT R.e, MAX(T.d / T.k) AS m FROM T, R WHERE T.k = R.k GROUP BY R.e HAVING COUNT(*) >= 2",
+        (("push", "T", [{"k": 0, "d": 2.25}, {"k": 0, "d": 0.0}], [5, 5]),
+         ("update", "R", [{"k": 0, "e": "zz"}], [], 22), ("update", "R", [{"k": 0, "e": "zz"}], [], 50)), 51,
+        [(22, 1, {"e": "zz", "m": NAN})], "relation", [("e", "STRING"), ("m", "FLOAT")]),
     # the exact sum of {1.7e308, 1.7e308} is beyond the float range: inf, as IEEE addition gives; AVG is that sum
     # divided by the count (contract), inf too; once one expires (τ=6) SUM and AVG are 1.7e308 again
     "float SUM beyond the float range": (
