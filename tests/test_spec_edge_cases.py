@@ -227,6 +227,20 @@ CASES = {
         (("push", "T", [{"k": 0, "d": 2.25}, {"k": 0, "d": 0.0}], [5, 5]),
          ("update", "R", [{"k": 0, "e": "zz"}], [], 22), ("update", "R", [{"k": 0, "e": "zz"}], [], 50)), 51,
         [(22, 1, {"e": "zz", "m": NAN})], "relation", [("e", "STRING"), ("m", "FLOAT")]),
+    # ... but = stays IEEE 754 (contract: every comparison with NaN is false): d IN (subquery) keeps only 1.0,
+    # whose NaN row finds no equal; NOT IN keeps the NaN row
+    "IN and NOT IN over a NaN key": (
+        ("REGISTER STREAM T (k INT, d FLOAT)", "REGISTER STREAM U (k INT, d FLOAT)"),
+        "SELECT k, d IN (1.0) AS one FROM T WHERE d IN (SELECT d FROM U) OR k = 5",
+        (("push", "T", [{"k": 0, "d": NAN}, {"k": 1, "d": 1.0}], [1, 1]),
+         ("push", "U", [{"k": 0, "d": NAN}, {"k": 1, "d": 1.0}], [1, 1])), 5,
+        [(1, 1, {"k": 1, "one": True})], "stream", [("k", "INT"), ("one", "BOOLEAN")]),
+    "NOT IN over a NaN key": (
+        ("REGISTER STREAM T (k INT, d FLOAT)", "REGISTER STREAM U (k INT, d FLOAT)"),
+        "SELECT k FROM T WHERE d NOT IN (SELECT d FROM U)",
+        (("push", "T", [{"k": 0, "d": NAN}, {"k": 1, "d": 1.0}], [1, 1]),
+         ("push", "U", [{"k": 0, "d": NAN}, {"k": 1, "d": 1.0}], [1, 1])), 5,
+        [(1, 1, {"k": 0})], "stream", [("k", "INT")]),
     # the exact sum of {1.7e308, 1.7e308} is beyond the float range: inf, as IEEE addition gives; AVG is that sum
     # divided by the count (contract), inf too; once one expires (τ=6) SUM and AVG are 1.7e308 again
     "float SUM beyond the float range": (
