@@ -1032,7 +1032,8 @@ class Reference:
             parts: dict[tuple, list] = {}
             for t, r in cand:
                 c = _Ctx((iscope,), (r,), None, tau)
-                parts.setdefault(tuple(self._ev(p, c) for p in w.partition_by), []).append((t, r))
+                key = tuple(self._ev(p, c) for p in w.partition_by)
+                parts.setdefault(tuple(_NAN if v != v else v for v in key), []).append((t, r))   # one NaN
             return [r for p in parts.values() for r in self._last(p, w.rows, derived)]
         raise Unsupported(f"window kind {kind}")
 
