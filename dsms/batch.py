@@ -78,13 +78,25 @@ class Batch:
         return Batch(self.ts[start:stop], self.sign[start:stop], [c[start:stop] for c in self.cols])
 
     def rows(self) -> list[tuple]:
-        """Rows as Python tuples (for the operators that keep hashed state)."""
+        """Rows as Python tuples (for the operators that keep hashed state). Every NaN becomes the one object
+        ``NAN``, so that rows holding NaN are equal as dict keys (docs/contract-engine-api.md: as a value, every
+        NaN is the same one), as numpy's unique already takes them."""
         if not self.cols:
             return [()] * len(self.ts)
-        return list(zip(*[c.tolist() for c in self.cols]))
+        return list(zip(*[_values(c) for c in self.cols]))
 
     def __repr__(self) -> str:
         return f"Batch({len(self)} rows, ts {self.ts[:3].tolist()}..)"
+
+
+NAN = float("nan")
+
+
+def _values(c: np.ndarray) -> list:
+    out = c.tolist()
+    if c.dtype.kind == "f" and np.isnan(c).any():
+        out = [NAN if v != v else v for v in out]
+    return out
 
 
 def from_rows(ts: list[int], sign: list[int], rows: list[tuple], dtypes: list[np.dtype]) -> Batch:

@@ -30,7 +30,10 @@ def cancel_adjacent(batch: Batch) -> Batch:
     for c in batch.cols:
         if not pair.any():
             return batch
-        pair &= c[:-1] == c[1:]
+        same = c[:-1] == c[1:]
+        if c.dtype.kind == "f":               # NaN stays NaN: an equal pair too (contract)
+            same |= np.isnan(c[:-1]) & np.isnan(c[1:])
+        pair &= same
     if not pair.any():
         return batch
     drop = np.zeros(n, dtype=bool)

@@ -73,6 +73,8 @@ class SemiJoinOp(BinaryOperator):
         else:
             for t, s, row in zip(batch.ts.tolist(), batch.sign.tolist(), batch.rows()):
                 k = tuple(row[c] for c in rk)
+                if any(v != v for v in k):
+                    continue                 # a NaN key equals nothing (= is IEEE 754), not even a NaN key
                 rd = self.right.setdefault(k, {})
                 c = rd.get(row, 0) + s
                 if c:

@@ -219,6 +219,8 @@ class Binder:
         for i, (a, b) in enumerate(zip(left.types, right.types)):
             if a == b:
                 types.append(a)
+            elif {a, b} == {"INT", "TIMESTAMP"}:     # both int64: INT, as CASE unifies them (no conversion)
+                types.append("INT")
             elif a in NUMERIC and b in NUMERIC:
                 types.append("FLOAT")
                 lfix.append(i) if a != "FLOAT" else rfix.append(i)
@@ -541,14 +543,29 @@ class Binder:
             else:
                 raise SchemaError(f"{_at(c.pos)}unsupported use of a subquery in WHERE")
             left_expr = self.bind_expr(expr, scope)
+            single = self._at_most_one_row(sub.query, scope)
             right, rtypes, corr = self._bind_sub(sub.query, scope, need_columns=1, scalar=True)
             self._comparable(self._type(left_expr, types), rtypes[0], c.pos, op)
-            # a semi-join: the row passes once when the comparison holds (no row: unknown, dropped); a
-            # subquery with several rows (an error in SQL, which a stream cannot stop on) acts as op ANY
-            return self._semi(node, right, width, [ast.BinaryOp(op, left_expr, positional(width)), *corr],
-                              anti=False)
+            cmp = ast.BinaryOp(op, left_expr, positional(width))
+            if not single:
+                # a subquery that may yield several rows (an error in SQL, which a stream cannot stop on) acts
+                # as op ANY: a semi-join, so that the row passes once
+                return self._semi(node, right, width, [cmp, *corr], anti=False)
+            # at most one row (per outer row): a join finds it, no row drops the outer row (unknown)
+            joined = self._make_join(node, right, width, and_all([cmp, *corr]))
+            return L.Project(joined, tuple(positional(i) for i in range(width)), node.types, names=node.names)
         raise SchemaError(f"{_at(c.pos)}a subquery in WHERE must be EXISTS, IN, a comparison with ALL/ANY, or "
                           "a comparison with a scalar subquery, combined with AND, OR and NOT")
+
+    def _at_most_one_row(self, q, scope: Scope) -> bool:
+        """Whether scalar subquery ``q`` yields at most one row for each outer row: an aggregate without GROUP
+        BY, or a correlated one (grouped by its correlation and joined on it, one row per outer row)."""
+        if not isinstance(q, ast.Select) or q.stream_op:
+            return False
+        if isinstance(q, ast.Select) and self._is_correlated(q, scope):
+            return True
+        return not q.group_by and any(not isinstance(it.expr, ast.Star) and has_aggregate(it.expr)
+                                      for it in q.items)
 
     def _comparable(self, a: str, b: str, pos, op: str):
         if a == b or (a in NUMERIC and b in NUMERIC):

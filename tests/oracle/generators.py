@@ -36,7 +36,7 @@ RELATIONS = {"R": ("a", "e"), "P": ("e", "g")}
 A_VALUES = [0, 1, 2, 3]
 B_VALUES = [-3, -1, 0, 1, 2, 5]
 C_VALUES = ["a", "ab", "b", "Ba", "abc", "", "a_"]
-D_VALUES = [-1.5, 0.5, 1.0, 2.25, 3.0]
+D_VALUES = [-1.5, 0.0, 0.5, 1.0, 2.25, 3.0]     # 0.0 / 0 is NaN
 E_VALUES = ["x", "y", "zz"]
 G_VALUES = [0, 1, 2]
 
@@ -219,7 +219,14 @@ def _relation_actions(draw, name, instants, max_updates):
         if not ins and not dels:
             ins = [draw(ROWS[name])]
         bag.extend(ins)
-        out.append(("update", name, ins, dels, t))
+        shape = draw(st.integers(0, 5))
+        if shape == 0 and ins and dels:      # the same changes in two calls at one instant: deletes first
+            out += [("update", name, [], dels, t), ("update", name, ins, [], t)]
+        elif shape == 1 and bag:             # a present row deleted and inserted again at one instant: no change
+            again = bag[draw(st.integers(0, len(bag) - 1))]
+            out += [("update", name, ins, dels, t), ("update", name, [], [again], t), ("update", name, [again], [], t)]
+        else:
+            out.append(("update", name, ins, dels, t))
     return out
 
 

@@ -919,7 +919,9 @@ class Reference:
             if sel.group_by:
                 for r in rows:
                     c = ctx(r)
-                    groups.setdefault(tuple(self._ev(g, c) for g in self._group_by(sel)), []).append(r)
+                    key = tuple(self._ev(g, c) for g in self._group_by(sel))
+                    key = tuple(_NAN if v != v else v for v in key)      # every NaN is one value (contract)
+                    groups.setdefault(key, []).append(r)
             elif rows:
                 groups[()] = rows          # no GROUP BY and no rows: no row at all (SPEC section 3)
             out = []
@@ -1030,7 +1032,8 @@ class Reference:
             parts: dict[tuple, list] = {}
             for t, r in cand:
                 c = _Ctx((iscope,), (r,), None, tau)
-                parts.setdefault(tuple(self._ev(p, c) for p in w.partition_by), []).append((t, r))
+                key = tuple(self._ev(p, c) for p in w.partition_by)
+                parts.setdefault(tuple(_NAN if v != v else v for v in key), []).append((t, r))   # one NaN
             return [r for p in parts.values() for r in self._last(p, w.rows, derived)]
         raise Unsupported(f"window kind {kind}")
 
