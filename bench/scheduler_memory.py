@@ -395,7 +395,10 @@ def held_bytes(op) -> int:
     final yet): queued input in all but name, which the queues' bytes do not show (read only)."""
     total = 0
     for attr in ("pending", "held", "buffer"):
-        for x in getattr(op, attr, None) or ():
+        got = getattr(op, attr, None)
+        if not isinstance(got, list):       # (a ROWS window's ``held`` counts the rows in its window)
+            continue
+        for x in got:
             for b in (x if isinstance(x, list) else (x,)):
                 total += getattr(b, "nbytes", 0)
     return total
@@ -447,7 +450,7 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
     events = engine_events(arr)
     run.now = events[0][0]
     times, sizes, lats, i = [], [], [], 0
-    holders = [o for o in run.eng.ops if any(hasattr(o, a) for a in ("pending", "held", "buffer"))]
+    holders = [o for o in run.eng.ops if any(isinstance(getattr(o, a, None), list) for a in ("pending", "held", "buffer"))]
     with_held = 0
     while True:
         while i < len(events) and events[i][0] <= run.now:
