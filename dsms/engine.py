@@ -29,7 +29,7 @@ from dsms.plan.rules import optimize
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.validate import TS_LIMIT, check_timestamps, typed_columns
+from dsms.validate import TS_LIMIT, check_timestamps, timestamp, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -153,6 +153,16 @@ class Engine:
         q = self.registry.add(Queue())
         self.queues.append(q)
         return q
+
+    def retire_queue(self, q: Queue) -> None:
+        """Take a queue out of the plan's entities (a window fused into a join needs no output queue)."""
+        self.queues.remove(q)
+        self.registry.remove(q.id)
+
+    def restore_queue(self, q: Queue) -> None:
+        """Put a retired queue back, with its id."""
+        self.registry.add(q)
+        self.queues.append(q)
 
     def next_seed(self) -> int:
         self._next["seed"] += 1
@@ -286,7 +296,7 @@ class Engine:
         ids: list[str] = []
         for op in self.ops:
             if q.id in op.owners:
-                for x in [*op.input_queues, op, *op.synopses, op.output]:
+                for x in [*op.input_queues, op, *op.synopses, *([op.output] if op.fused is None else [])]:
                     if x.id not in ids:
                         ids.append(x.id)
         return [self.registry.get(i).get() for i in ids]
@@ -328,7 +338,7 @@ class Engine:
 
     def _plan_changed(self) -> None:
         if self.policy is not None:
-            self.policy.plan_changed(list(self.ops))
+            self.policy.plan_changed([op for op in self.ops if op.fused is None])
 
     # ---------------------------------------------------------------- plans
 
@@ -484,6 +494,7 @@ class Engine:
                ts: int = 0) -> int:
         """Timestamped inserts and deletes on a relation, all or nothing. A delete must match a row."""
         src = self._source(name, "relation")
+        ts = timestamp(ts)
         ins_cols, n_ins = self._convert(src, insert)
         del_cols, n_del = self._convert(src, delete, offset=n_ins)
         self._timestamps(src, ts if isinstance(ts, int) else -1, 1)
@@ -516,6 +527,7 @@ class Engine:
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element or update with a timestamp below ``ts`` will arrive (on ``name``, or on every input)."""
+        ts = timestamp(ts)
         if not isinstance(ts, int | np.integer) or isinstance(ts, bool):
             raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
         ts = int(ts)
@@ -559,7 +571,7 @@ class Engine:
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
-        ops = self.ops
+        ops = [op for op in self.ops if op.fused is None]     # a window fused into a join runs inside it
         while max_steps is None or steps < max_steps:
             ready = [op for op in ops if op.ready() and not op.output.full()]
             if not ready:

@@ -50,22 +50,24 @@ class Queue(Entity):
         self._trim()
 
     def put(self, item: Item) -> None:
-        if isinstance(item, Batch):
-            if len(item) == 0:
+        if type(item) is Batch:
+            n = len(item.ts)
+            if n == 0:
                 return
-            self.tuples_in += len(item)
-            last = item.last_ts
+            self.tuples_in += n
+            last = int(item.ts[-1])
         else:
             if self.last_ts is not None and item.ts <= self.last_ts:
                 return                       # adds no information
+            n = 0
             last = item.ts
         if not self._readers:
             self.last_ts = last
             return                           # nobody will ever read it
-        self.tuples += len(item)
-        nb = item.nbytes
-        self.bytes += nb
-        self.peak_bytes = max(self.peak_bytes, self.bytes)
+        self.tuples += n
+        self.bytes += item.nbytes
+        if self.bytes > self.peak_bytes:
+            self.peak_bytes = self.bytes
         self._items.append(item)
         self.last_ts = last
 
@@ -74,12 +76,16 @@ class Queue(Entity):
         return cap is not None and self.tuples >= cap
 
     def _trim(self) -> None:
-        if not self._readers:
+        readers = self._readers
+        if not readers:
             low = self._base + len(self._items)
+        elif len(readers) == 1:
+            low = readers[0].pos
         else:
-            low = min(r.pos for r in self._readers)
+            low = min(r.pos for r in readers)
+        items = self._items
         while self._base < low:
-            item = self._items.popleft()
+            item = items.popleft()
             self._base += 1
             self.bytes -= item.nbytes
             self.tuples -= len(item)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dsms.errors import InputError
-from dsms.expr.compile import coerce_value, numpy_dtype
+from dsms.expr.compile import coerce_value, iso_ticks, numpy_dtype
 
 
 def typed_columns(schema: Sequence[tuple[str, str]], rows: Sequence[Mapping] | None = None,
@@ -114,8 +114,21 @@ def typed_column(name: str, type_: str, vals: Any) -> np.ndarray:
 TS_LIMIT = 2**62
 
 
+def timestamp(ts: Any, index: int | None = None) -> Any:
+    """An ISO 8601 string as milliseconds since the epoch (SPEC section 6); anything else unchanged."""
+    if isinstance(ts, str):
+        try:
+            return iso_ticks(ts)
+        except ValueError:
+            raise InputError(f"timestamp {ts!r} is neither an integer nor an ISO 8601 date-time",
+                             index=index) from None
+    return ts
+
+
 def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.ndarray:
-    """Per-row int64 timestamps, checked: integers, never decreasing, not below what the input has passed."""
+    """Per-row int64 timestamps, checked: integers (or ISO 8601 strings), never decreasing, not below what the
+    input has passed."""
+    ts = timestamp(ts)
     if isinstance(ts, bool):
         raise InputError(f"a timestamp must be an integer, not {ts!r}")
     if isinstance(ts, int | np.integer):
@@ -124,7 +137,10 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
         arr = ts if isinstance(ts, np.ndarray) else None
         if arr is None:
             try:
-                arr = np.asarray(list(ts))
+                values = list(ts)
+                if any(isinstance(v, str) for v in values):
+                    values = [timestamp(v, k) for k, v in enumerate(values)]
+                arr = np.asarray(values)
             except (TypeError, ValueError):
                 raise InputError(f"ts must be an integer or a list of integers, not {ts!r:.80}") from None
         if arr.ndim != 1 or len(arr) != n:

@@ -209,7 +209,8 @@ class Policy(Entity, ABC):
     # -- helpers for subclasses ---------------------------------------------------------------------------
     def _sync(self, ready: Iterable[SchedOperator]) -> None:
         """An operator the policy has not been told about joins the topology (a plan change not reported)."""
-        new = [op for op in ready if not self.topology.knows(op)]
+        order = self.topology.order
+        new = [op for op in ready if id(op) not in order]
         if new:
             self.plan_changed(self.topology.ops + new)
 

@@ -63,6 +63,7 @@ class ChainPolicy(Policy):
         self._seen: dict[int, tuple[float, float, float]] = {}   # stats used by the last recompute
         self.tail_time: dict[int, float] = {}     # per input tuple: time until all it leads to has left the plan
         self._dirty = True
+        self._shape_cache: _Shape | None = None
 
     def plan_changed(self, ops: Any) -> None:
         super().plan_changed(ops)
@@ -100,19 +101,29 @@ class ChainPolicy(Policy):
         sum of their costs and produces all their outputs, each the root of a subtree of its own. An operator
         with two inputs (a join) is met once below each of them, as BBDM03 splits a join per input.
         """
-        topo = self.topology
-        readers = [op for op, _ in topo.readers_of.get(id(queue), ())]
+        readers = self._shape().readers.get(id(queue))
         if not readers:
             return []
+        sinks = self._shape().sinks
         freed, children = n * width, []
         for op in readers:
-            out = self._produced(op, width)
+            if id(op) in sinks:
+                continue                              # produces nothing that stays in the plan
+            sel = max(op.selectivity, 0.0)
+            w = self.width(op.output, fallback=width)
+            out = sel * w
             freed -= n * out
             if out > 0 and id(op) not in above:
-                w = self.width(op.output, fallback=width)
-                children.append(self.blocks(op.output, n * max(op.selectivity, 0.0), w, costs, above | {id(op)}))
+                children.append(self.blocks(op.output, n * sel, w, costs, above | {id(op)}))
         step = Block(tuple(id(op) for op in readers), freed, n * sum(costs[id(op)] for op in readers))
         return tree_blocks(step, children)
+
+    def _shape(self) -> _Shape:
+        """What the recompute needs from the plan's topology, worked out once per plan."""
+        shape = self._shape_cache
+        if shape is None or shape.topology is not self.topology:
+            shape = self._shape_cache = _Shape(self.topology)
+        return shape
 
     def synchronised(self, chains: dict[Any, Block], rate: dict[Any, float]) -> dict[Any, Block]:
         """Merge the chains that meet at an operator with several inputs into one chain (one per such group).
@@ -131,7 +142,7 @@ class ChainPolicy(Policy):
         Blocks before the join's block on each side (a filter steeper than everything after it) keep their
         own priority: they free memory without the other side.
         """
-        multi = [id(op) for op in self.topology.ops if len(op.input_queues) > 1]
+        multi = self._shape().multi
         if not multi:
             return chains
         parent = {where: where for where in chains}
@@ -162,16 +173,15 @@ class ChainPolicy(Policy):
 
     def recompute(self) -> None:
         """Rebuild the blocks (chains) of every leaf queue's tree and each operator's priority."""
-        topo, costs = self.topology, self.costs()
+        topo, costs, shape = self.topology, self.costs(), self._shape()
         tail: dict[int, float] = {}
-        for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
-            sel = 0.0 if topo.is_sink(op) else max(op.selectivity, 0.0)
-            tail[id(op)] = costs[id(op)] + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
+        for op, consumers in shape.consumers_first:
+            sel = 0.0 if not consumers else max(op.selectivity, 0.0)
+            tail[id(op)] = costs[id(op)] + sel * sum(tail.get(c, 0.0) for c in consumers)
         self.tail_time = tail
-        written = {id(op.output) for op in topo.ops}
         chains: dict[Any, Block] = {}
         rate: dict[Any, float] = {}
-        for root, q in enumerate(q for q in topo.queues.values() if id(q) not in written):
+        for root, q in enumerate(shape.leaves):
             for k, block in enumerate(self.blocks(q, 1.0, self.width(q), costs, frozenset())):
                 chains[(root, k)] = block
                 rate[(root, k)] = max(float(getattr(q, "tuples_in", 0) or 0), 1.0)
@@ -199,14 +209,36 @@ class ChainPolicy(Policy):
             return min(fresh, key=self.fifo_key)
         if self._dirty:
             self.recompute()
+        if len(ready) == 1:
+            return ready[0]
         prio, chain_of, depth, up = self.priorities, self.chain_of, self.topology.depth, self.topology.upstream
-        top = max(prio.get(id(op), 0.0) for op in ready)
+        ps = [prio.get(id(op), 0.0) for op in ready]
+        top = max(ps)
         tol = 1e-9 * max(1.0, abs(top)) if top != float("inf") else 0.0
-        level = [op for op in ready if prio.get(id(op), 0.0) >= top - tol]
-        first = min(level, key=self.fifo_key)                 # the oldest batch of the level
+        level = [op for op, p in zip(ready, ps) if p >= top - tol]
+        if len(level) == 1:
+            return level[0]
+        keys = {id(op): self.fifo_key(op) for op in level}      # each asked once per pick
+        first = min(level, key=lambda op: keys[id(op)])         # the oldest batch of the level
         chain = chain_of.get(id(first))
         return min((op for op in level if chain_of.get(id(op)) == chain and id(first) in up(op)),
-                   key=lambda op: (-depth.get(id(op), 0), *self.fifo_key(op)))
+                   key=lambda op: (-depth.get(id(op), 0), *keys[id(op)]))
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "chains": self.chain_list}
+
+
+class _Shape:
+    """The parts of a plan's topology that a recompute reads and that change only with the plan: each queue's
+    readers, the sinks, the operators consumers first (with their consumers), the leaf queues (written by no
+    operator, in the topology's order) and the operators with several inputs."""
+
+    def __init__(self, topo: Any) -> None:
+        self.topology = topo
+        self.readers = {q: [op for op, _ in rs] for q, rs in topo.readers_of.items()}
+        self.sinks = {id(op) for op in topo.ops if topo.is_sink(op)}
+        self.consumers_first = [(op, [id(c) for c in topo.consumers[id(op)]])
+                                for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)])]
+        written = {id(op.output) for op in topo.ops}
+        self.leaves = [q for q in topo.queues.values() if id(q) not in written]
+        self.multi = [id(op) for op in topo.ops if len(op.input_queues) > 1]

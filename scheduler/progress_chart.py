@@ -126,20 +126,32 @@ def time_to_end(stages: Sequence[Stage]) -> float:
 
 # ---------------------------------------------------------------------------------------------- trees of steps
 
-@dataclass(frozen=True)
 class Block:
-    """Consecutive steps run as one unit: the operators they run, memory freed (negative: grown), time."""
+    """Consecutive steps run as one unit: the operators they run, memory freed (negative: grown), time, and
+    the slope that follows from them (computed once: Chain's recompute compares slopes many times). A value:
+    never changed after it is made."""
 
-    ops: tuple[Hashable, ...]
-    freed: float
-    time: float
+    __slots__ = ("ops", "freed", "time", "slope")
 
-    @property
-    def slope(self) -> float:
-        return _clean(slope((0.0, self.freed), (self.time, 0.0)))
+    def __init__(self, ops: tuple[Hashable, ...], freed: float, time: float) -> None:
+        self.ops, self.freed, self.time = ops, freed, time
+        if time > 0:
+            x = freed / time
+            self.slope = float(f"{x:.12g}") if x - x == 0 else x        # _clean(slope(..)), inlined
+        else:
+            self.slope = math.inf if freed > 0 else (0.0 if freed == 0 else -math.inf)
 
     def __add__(self, other: Block) -> Block:
         return Block(self.ops + other.ops, self.freed + other.freed, self.time + other.time)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Block) and (self.ops, self.freed, self.time) == (other.ops, other.freed, other.time)
+
+    def __hash__(self) -> int:
+        return hash((self.ops, self.freed, self.time))
+
+    def __repr__(self) -> str:
+        return f"Block(ops={self.ops!r}, freed={self.freed!r}, time={self.time!r})"
 
 
 def tree_blocks(step: Block, children: Sequence[list[Block]]) -> list[Block]:
@@ -151,13 +163,22 @@ def tree_blocks(step: Block, children: Sequence[list[Block]]) -> list[Block]:
     >>> [(b.ops, b.slope) for b in e2]
     [(('O1', 'O2'), 0.4), (('O3',), 0.2)]
     """
-    rest = sorted((b for blocks in children for b in blocks), key=lambda b: -b.slope)
-    out = [step]
-    for b in rest:
-        out.append(b)
-    while len(out) >= 2 and out[0].slope <= out[1].slope + _tol(out[1].slope):
+    if not children:
+        return [step]
+    if len(children) == 1:
+        out = [step, *children[0]]         # a child's blocks are already steepest first
+    else:
+        out = [step, *sorted((b for blocks in children for b in blocks), key=_neg_slope)]
+    while len(out) >= 2:
+        s1 = out[1].slope
+        if not out[0].slope <= s1 + (1e-12 * max(1.0, abs(s1)) if s1 - s1 == 0 else 0.0):     # _tol(s1)
+            break
         out[0:2] = [out[0] + out[1]]
     return out
+
+
+def _neg_slope(b: Block) -> float:
+    return -b.slope
 
 
 def paths(topology: Any) -> Iterator[list[tuple[Any, int]]]:

@@ -8,8 +8,8 @@ in the heap until it reaches the top, and the heap is rebuilt from the values pr
 outnumber them, so it never holds more than about twice the multiset.
 
 The answer is exactly ``min(counts)`` (or ``max``): the value object returned is the one the count table keeps
-as its key (-0.0 versus 0.0 included). Values that do not compare as a total order (a NaN present) fall
-back to the scan, whose answer then depends on the table's order just as before.
+as its key (-0.0 versus 0.0 included). A NaN present makes the extreme NaN (IEEE 754 propagation, as numpy's
+``min`` and ``max`` and as SUM give it); every NaN is kept as one value, so that its count is exact.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import heapq
 from collections import Counter
 
 SCAN = 16                # up to this many distinct values a scan is cheaper than keeping a heap
+NAN = float("nan")       # every NaN is counted under this one object (dict lookups match it by identity)
 
 
 class _Rev:
@@ -61,6 +62,8 @@ class ExtremeBag:
         return len(self.counts)
 
     def add(self, v, s: int) -> None:
+        if v != v:
+            v = NAN
         counts = self.counts
         c = counts.get(v, 0)
         heap = self.heap
@@ -104,9 +107,12 @@ class ExtremeBag:
         heapq.heapify(self.heap)
 
     def extreme(self):
-        """The least or greatest value present (ValueError when none is, as ``min`` of nothing)."""
+        """The least or greatest value present (ValueError when none is, as ``min`` of nothing); NaN when a NaN
+        is present."""
+        if NAN in self.counts:
+            return NAN
         heap, born = self.heap, self.born
-        if heap is None or self.nan:
+        if heap is None:
             return max(self.counts) if self.want_max else min(self.counts)
         while heap:
             _, serial, v = heap[0]

@@ -10,8 +10,10 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
   (key code, sequence number) pairs sorted by code. A batch adds a run; a run is merged into the one before it
   while that one is less than twice its size, and entries of rows that have left are dropped when runs merge,
   so there are O(log n) runs and each entry is merged O(log n) times. A probe searches every run. A release's
-  deletes are matched with the oldest live rows and checked value for value (``match``); nothing changes until
-  ``adopt``, so a join can try both of its inputs before committing either.
+  deletes are matched with the oldest live rows and checked value for value (``match``, which changes
+  nothing, so a join can try both of its inputs before committing either); ``stage`` then appends and
+  indexes its inserts while its victims stay in place, so that the release's probes find every row it saw,
+  and ``adopt`` drops the victims.
 - **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
   updated at random), one table sorted by key code with a sign per row: a stored delete joins with the opposite
   sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
@@ -22,7 +24,7 @@ Either way the index holds exactly the input's multiset of rows.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,16 +40,79 @@ SMALL = 2048                        # rows held up to which one index run is reb
 class Release(NamedTuple):
     """One input's part of a release, matched first in, first out against the index before anything changes.
 
-    The rows it touches are ``victims`` (the oldest live rows, deleted in this release) followed by the
-    release's inserts, with their key codes, columns, and the instants they entered (``OLD`` for a victim) and
-    left (``LIVE`` if they did not)."""
+    The release's deletes retract the ``victims`` oldest live rows, then its own first ``dead`` inserts (only
+    when every old row is a victim). ``ins`` holds the positions of its inserts in the batch (None: every row
+    is one), ``ins_ts`` and ``del_ts`` the instants they enter and the deletes fall, in order; ``codes`` and
+    ``cols`` are the batch's."""
 
     victims: int
+    dead: int
+    ins: np.ndarray | None
+    ins_ts: np.ndarray
+    del_ts: np.ndarray
     codes: np.ndarray
     cols: list[np.ndarray]
-    entered: np.ndarray
-    left: np.ndarray
-    dead: int                # inserts that also left within the release (the first ``dead`` ones)
+
+
+_NOTHING = Release(0, 0, None, _EMPTY, _EMPTY, _EMPTY, [])
+
+
+class Staged(NamedTuple):
+    """A matched release appended to the log, before its victims are dropped. In sequence numbers: ``s0`` is
+    the oldest live row before the release, ``e0`` its first insert and ``e1`` the end of its inserts. The
+    release touches its victims (``s0`` on) and its inserts (``e0`` on), numbered in that order; its deletes
+    retract the touched rows in that order: the row ``s0 + d`` leaves at ``del_ts[d]``. (When some inserts also
+    leave, every old row is a victim, so ``s0 + victims == e0`` and the numbering has no gap.)"""
+
+    s0: int
+    e0: int
+    e1: int
+    victims: int
+    n_del: int
+    ins_ts: np.ndarray
+    del_ts: np.ndarray
+
+    def touched(self) -> int:
+        return self.victims + self.e1 - self.e0
+
+    def touched_codes(self, log: _Log) -> np.ndarray:
+        """The key codes of the touched rows."""
+        if not self.victims or self.s0 + self.victims == self.e0:
+            return log.seq_codes(self.e0 if not self.victims else self.s0, self.e1)
+        return np.concatenate([log.seq_codes(self.s0, self.s0 + self.victims), log.seq_codes(self.e0, self.e1)])
+
+    def touched_seq(self, p: np.ndarray) -> np.ndarray:
+        """Sequence numbers of the touched rows numbered ``p``."""
+        if not self.victims or self.s0 + self.victims == self.e0:
+            return p + (self.s0 if self.victims else self.e0)
+        return p + np.where(p < self.victims, self.s0, self.e0 - self.victims)
+
+    def entered(self) -> np.ndarray:
+        """Per touched row, the instant it entered (``OLD``: before the release)."""
+        if not self.victims:
+            return self.ins_ts
+        return np.concatenate([np.full(self.victims, OLD), self.ins_ts])
+
+    def left(self) -> np.ndarray:
+        """Per touched row, the instant it left (``LIVE``: it did not)."""
+        n = self.touched()
+        if self.n_del == n:
+            return self.del_ts
+        return np.concatenate([self.del_ts, np.full(n - self.n_del, LIVE)])
+
+    def entered_of(self, seq: np.ndarray) -> np.ndarray | int:
+        """The instants the rows with these sequence numbers (``s0`` or later) entered."""
+        if self.e1 == self.e0:
+            return OLD
+        k = seq - self.e0
+        return np.where(k >= 0, self.ins_ts[np.maximum(k, 0)], OLD)
+
+    def left_of(self, seq: np.ndarray) -> np.ndarray | int:
+        """The instants the rows with these sequence numbers (``s0`` or later) left."""
+        if not self.n_del:
+            return LIVE
+        d = seq - self.s0
+        return np.where(d < self.n_del, self.del_ts[np.minimum(d, self.n_del - 1)], LIVE)
 
 
 class HashIndexSynopsis(Synopsis):
@@ -89,36 +154,83 @@ class HashIndexSynopsis(Synopsis):
         if self.table is not None and not self._unsign():
             return None
         if ts is None or not len(ts):
-            return Release(0, _EMPTY, [], _EMPTY, _EMPTY, 0)
-        log = self.log if self.log is not None else _Log(cols)
+            return _NOTHING
         pos = sign > 0
-        if pos.all():
-            return Release(0, codes, cols, ts, np.full(len(ts), LIVE), 0)
-        ins, dels = np.flatnonzero(pos), np.flatnonzero(~pos)
-        n_old, n_del = len(log), len(dels)
+        dels = (~pos).nonzero()[0]
+        n_del = len(dels)
+        if not n_del:
+            return Release(0, 0, None, ts, _EMPTY, codes, cols)
+        ins = pos.nonzero()[0]
+        log = self.log
+        n_old = len(log) if log is not None else 0
         if n_del > n_old + len(ins):
             return None
         victims = min(n_del, n_old)
         dead = n_del - victims
-        for c_log, c_new in zip(log.live_cols(victims), cols):
+        for j, c_new in enumerate(cols):
+            c_log = log.cols[j][log.start:log.start + victims] if log is not None else c_new[:0]
             gone = np.concatenate([c_log, c_new[ins[:dead]]]) if dead else c_log
             if not _same(gone, c_new[dels]):
                 return None
-        if dead and np.any(ts[dels[victims:]] < ts[ins[:dead]]):       # a delete before its insert
+        del_ts = ts[dels]
+        if dead and (del_ts[victims:] < ts[ins[:dead]]).any():       # a delete before its insert
             return None
-        left = np.full(victims + len(ins), LIVE)
-        left[:n_del] = ts[dels]
-        entered = np.concatenate([np.full(victims, OLD), ts[ins]])
-        t_codes = np.concatenate([log.live_codes(victims), codes[ins]])
-        t_cols = [np.concatenate([c_log, c_new[ins]]) for c_log, c_new in zip(log.live_cols(victims), cols)]
-        return Release(victims, t_codes, t_cols, entered, left, dead)
+        return Release(victims, dead, ins, ts[ins], del_ts, codes, cols)
 
-    def find(self, codes: np.ndarray, skip: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """(probe index, sequence number) of every live row with an equal key, leaving out the ``skip`` oldest
-        live rows (first-in-first-out form)."""
-        if self.log is None or not len(self.log) or not len(codes):
+    def match_ordered(self, dels: Any, ins: Any, codes: np.ndarray | None) -> Release | None:
+        """A release given as its deletes and its inserts (batches with ``ts`` and ``cols``, or None), whose
+        deletes are known to retract the oldest live rows in order, then its own first inserts (a RANGE
+        window's, ``RangeWindowOp.retracts_in_order``): matched by counting, with no value check. ``codes``
+        are the inserts' key codes. None when the index is signed (and stays so)."""
+        if self.table is not None and not self._unsign():
+            return None
+        n_del = len(dels) if dels is not None else 0
+        n_ins = len(ins) if ins is not None else 0
+        victims = min(n_del, len(self.log) if self.log is not None else 0)
+        if n_del - victims > n_ins:
+            return None
+        if not n_ins + n_del:
+            return _NOTHING
+        if not n_ins:
+            return Release(victims, 0, None, _EMPTY, dels.ts, _EMPTY, [])
+        return Release(victims, n_del - victims, None, ins.ts, dels.ts if n_del else _EMPTY, codes, ins.cols)
+
+    def stage(self, rel: Release) -> Staged:
+        """Append a matched release's inserts to the log and index them, leaving its victims in place: probes
+        made during the release still find them (``adopt`` then drops them)."""
+        n_ins = len(rel.ins_ts)
+        if self.log is None:
+            if not n_ins:
+                return Staged(0, 0, 0, 0, 0, rel.ins_ts, rel.del_ts)
+            self.log = _Log(rel.cols)
+        log = self.log
+        s0, e0 = log.head, log.tail
+        if n_ins:
+            log.append(rel.codes, rel.cols, rel.ins)
+            e1 = e0 + n_ins
+            if e1 - s0 <= SMALL:            # one sort of the few rows held beats merging runs
+                codes = log.seq_codes(s0, e1)
+                order = codes.argsort(kind="stable")
+                self.runs = [_Run(codes[order], order + s0, s0)]
+            else:
+                codes = log.seq_codes(e0, e1)
+                order = codes.argsort(kind="stable")
+                self.runs.append(_Run(codes[order], order + e0, e0))
+                self._tidy()
+        return Staged(s0, e0, e0 + n_ins, rel.victims, rel.victims + rel.dead, rel.ins_ts, rel.del_ts)
+
+    def adopt(self, staged: Staged) -> None:
+        """Finish a staged release: its victims, and its inserts that left within it, leave the log."""
+        if staged.n_del:
+            self.log.drop(staged.n_del)
+
+    def find(self, codes: np.ndarray, lo: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(probe index, sequence number) of every indexed row with an equal key and a sequence number from
+        ``lo`` on (default: the oldest live row), in the first-in-first-out form."""
+        if self.log is None or not len(codes):
             return _EMPTY, _EMPTY
-        first = self.log.head + skip
+        if lo is None:
+            lo = self.log.head
         found = []
         for run in self.runs:
             if not len(run):
@@ -126,8 +238,11 @@ class HashIndexSynopsis(Synopsis):
             pidx, tidx = expand(*run.locate(codes))
             if len(pidx):
                 seq = run.seqs[tidx]
-                keep = seq >= first
-                found.append((pidx[keep], seq[keep]) if not keep.all() else (pidx, seq))
+                if run.low < lo:
+                    keep = seq >= lo
+                    if not keep.all():
+                        pidx, seq = pidx[keep], seq[keep]
+                found.append((pidx, seq))
         if not found:
             return _EMPTY, _EMPTY
         if len(found) == 1:
@@ -137,27 +252,6 @@ class HashIndexSynopsis(Synopsis):
     def gather(self, seq: np.ndarray) -> list[np.ndarray]:
         """The columns of the rows with these sequence numbers (first-in-first-out form)."""
         return self.log.take(seq)
-
-    def adopt(self, rel: Release) -> None:
-        """Apply a release from ``match``: its victims leave, its inserts that did not leave arrive."""
-        if not len(rel.codes):
-            return
-        if self.log is None:
-            self.log = _Log(rel.cols)
-        log = self.log
-        log.drop(rel.victims)
-        new_codes = rel.codes[rel.victims + rel.dead:]
-        if len(new_codes):
-            first = log.tail
-            log.append(new_codes, [c[rel.victims + rel.dead:] for c in rel.cols])
-            if len(log) <= SMALL:           # one sort of the few rows held beats merging runs
-                codes = log.live_codes()
-                order = np.argsort(codes, kind="stable")
-                self.runs = [_Run(codes[order], log.head + order)]
-                return
-            order = np.argsort(new_codes, kind="stable")
-            self.runs.append(_Run(new_codes[order], first + order))
-        self._tidy()
 
     def _tidy(self) -> None:
         """Merge runs geometrically, and rebuild them all once dead entries outnumber live rows."""
@@ -203,7 +297,7 @@ class HashIndexSynopsis(Synopsis):
         if not len(codes):
             return
         if (rel := self.match(ts, sign, cols, codes)) is not None:
-            self.adopt(rel)
+            self.adopt(self.stage(rel))
             return
         t = self.signed_table()
         if not t.known:
@@ -231,7 +325,7 @@ class HashIndexSynopsis(Synopsis):
             self.log.append(codes, [c[order] for c in t.cols])
             if len(codes):
                 by_code = np.argsort(codes, kind="stable")
-                self.runs = [_Run(codes[by_code], self.log.head + by_code)]
+                self.runs = [_Run(codes[by_code], self.log.head + by_code, self.log.head)]
         return True
 
 
@@ -276,12 +370,13 @@ class _Signed:
 
 class _Run:
     """An index run: (key code, sequence number) pairs sorted by code, with its distinct codes and where each
-    begins, so that a probe costs one binary search (or one lookup when the codes span a small range)."""
+    begins, so that a probe costs one binary search (or one lookup when the codes span a small range). No
+    sequence number in it is below ``low``, so a probe for rows from ``low`` on need not filter."""
 
-    __slots__ = ("codes", "seqs", "_keys", "_bounds")
+    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds")
 
-    def __init__(self, codes: np.ndarray, seqs: np.ndarray) -> None:
-        self.codes, self.seqs = codes, seqs
+    def __init__(self, codes: np.ndarray, seqs: np.ndarray, low: int) -> None:
+        self.codes, self.seqs, self.low = codes, seqs, low
         self._keys: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -309,7 +404,7 @@ class _Run:
         live = seqs >= head
         codes, seqs = codes[live], seqs[live]
         order = np.argsort(codes, kind="stable")
-        return _Run(codes[order], seqs[order])
+        return _Run(codes[order], seqs[order], max(head, min(r.low for r in runs)))
 
 
 class _Log:
@@ -343,6 +438,10 @@ class _Log:
     def live_codes(self, n: int | None = None) -> np.ndarray:
         return self.codes[self.start:self.end if n is None else self.start + n]
 
+    def seq_codes(self, a: int, b: int) -> np.ndarray:
+        """The codes of the rows numbered ``a`` to ``b`` (a view)."""
+        return self.codes[a - self.base:b - self.base]
+
     def live_cols(self, n: int | None = None) -> list[np.ndarray]:
         stop = self.end if n is None else self.start + n
         return [c[self.start:stop] for c in self.cols]
@@ -357,8 +456,9 @@ class _Log:
                 c[self.start:self.start + n] = None      # let the dropped rows' objects go
         self.start += n
 
-    def append(self, codes: np.ndarray, cols: list[np.ndarray]) -> None:
-        n = len(codes)
+    def append(self, codes: np.ndarray, cols: list[np.ndarray], idx: np.ndarray | None = None) -> None:
+        """Append the rows at ``idx`` of ``codes`` and ``cols`` (every row when None)."""
+        n = len(codes) if idx is None else len(idx)
         dtypes = [np.result_type(b.dtype, c.dtype) if b.dtype != c.dtype else b.dtype
                   for b, c in zip(self.cols, cols)]
         if self.end + n > len(self.codes) or any(d != b.dtype for d, b in zip(dtypes, self.cols)):
@@ -375,36 +475,53 @@ class _Log:
             self.cols = moved
             self.base += self.start
             self.start, self.end = 0, live
-        self.codes[self.end:self.end + n] = codes
-        for b, c in zip(self.cols, cols):
-            b[self.end:self.end + n] = c
+        end = self.end
+        if idx is None:
+            self.codes[end:end + n] = codes
+            for b, c in zip(self.cols, cols):
+                b[end:end + n] = c
+        else:
+            self.codes[end:end + n] = codes[idx]
+            for b, c in zip(self.cols, cols):
+                b[end:end + n] = c[idx]
         self.end += n
 
 
 def locate(table: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each probe code, the first position of an equal code in the sorted ``table`` and how many there
-    are: by bincount and lookup when the table's codes span a small range, else by binary search."""
+    are: by bincount and lookup when the table's codes span a small range, else by binary search.
+
+    >>> locate(np.array([3, 3, 5]), np.array([5, 4, 3, -2**63]))
+    (array([2, 2, 0, 3]), array([1, 0, 2, 0]))
+    """
     if not len(table) or not len(codes):
         return np.zeros(len(codes), dtype=np.int64), np.zeros(len(codes), dtype=np.int64)
     lo_code, hi_code = int(table[0]), int(table[-1])
     span = hi_code - lo_code + 1
     if span <= 4 * (len(table) + len(codes)) + 256:
-        counts = np.bincount(table - lo_code, minlength=span)
-        starts = np.cumsum(counts) - counts
-        inside = (codes >= lo_code) & (codes <= hi_code)
-        rel = np.where(inside, codes - lo_code, 0)
-        return starts[rel], np.where(inside, counts[rel], 0)
-    lo = np.searchsorted(table, codes, side="left")
-    return lo, np.searchsorted(table, codes, side="right") - lo
+        # one bucket per code of the span and an empty one after it (``span``), which every probe outside
+        # the span looks up: its offset from ``lo_code``, read unsigned, is at least ``span`` (exactly so,
+        # even where the int64 subtraction wraps)
+        counts = np.bincount(table - lo_code, minlength=span + 1)
+        ends = counts.cumsum()
+        rel = np.minimum((codes - lo_code).view(np.uint64), span)
+        cnt = counts[rel]
+        return ends[rel] - cnt, cnt
+    lo = table.searchsorted(codes, side="left")
+    return lo, table.searchsorted(codes, side="right") - lo
 
 
 def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(probe index, table index) of every match, given each probe's first match and match count."""
+    """(probe index, table index) of every match, given each probe's first match and match count.
+
+    >>> expand(np.array([4, 0, 1]), np.array([2, 0, 1]))
+    (array([0, 0, 2]), array([4, 5, 1]))
+    """
     total = int(cnt.sum())
     if not total:
         return _EMPTY, _EMPTY
-    pidx = np.repeat(np.arange(len(lo)), cnt)
-    tidx = np.arange(total) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+    pidx = np.arange(len(lo)).repeat(cnt)
+    tidx = np.arange(total) + (lo + cnt - cnt.cumsum()).repeat(cnt)
     return pidx, tidx
 
 

@@ -106,12 +106,14 @@ class Between:
 
 @dataclass(frozen=True)
 class Like:
-    """SQL LIKE: ``%`` any run, ``_`` one character; the pattern is a string literal."""
+    """SQL LIKE: ``%`` any run, ``_`` one character; the pattern is a string literal. ``escape`` (from
+    ``ESCAPE 'c'``, SQL standard; none by default) makes the character after it literal."""
 
     expr: Expr
     pattern: Expr
     negated: bool = False
     pos: Pos = _pos()
+    escape: str | None = None
 
 
 @dataclass(frozen=True)

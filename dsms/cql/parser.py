@@ -331,6 +331,14 @@ def _close(word: str, choices) -> str:
     return f"; did you mean {match[0]}?" if match else ""
 
 
+def like_pattern_ok(pattern: str, escape: str) -> bool:
+    """Whether every escape character in ``pattern`` is followed by a character."""
+    i = 0
+    while i < len(pattern):
+        i += 2 if pattern[i] == escape else 1
+    return i == len(pattern)
+
+
 def _is(token, type_: str) -> bool:
     return isinstance(token, Token) and token.type == type_
 
@@ -660,10 +668,21 @@ class _ToAst(Transformer_NonRecursive):
 
     def like(self, meta, children):
         expr, *rest = children
-        pattern = rest[-1]
+        negated = _is(rest[0], "NOT")
+        pattern, *esc = rest[1:] if negated else rest
         if not (isinstance(pattern, ast.Literal) and pattern.type == "STRING"):
             raise _err("LIKE needs a string literal as its pattern", getattr(pattern, "pos", None) or _pos(meta))
-        return ast.Like(expr, pattern, _is(rest[0], "NOT"), pos=_pos(meta))
+        escape = None
+        if esc:
+            e = esc[0]
+            if not (isinstance(e, ast.Literal) and e.type == "STRING" and len(e.value) <= 1):
+                raise _err("ESCAPE needs a string literal of one character (or '' for none)",
+                           getattr(e, "pos", None) or _pos(meta))
+            escape = e.value or None
+            if escape is not None and not like_pattern_ok(pattern.value, escape):
+                raise _err(f"the LIKE pattern must not end with its escape character {escape!r}",
+                           pattern.pos or _pos(meta))
+        return ast.Like(expr, pattern, negated, pos=_pos(meta), escape=escape)
 
     def exists(self, meta, children):
         return ast.Exists(children[0], pos=_pos(meta))
@@ -676,6 +695,7 @@ class _ToAst(Transformer_NonRecursive):
         return children[0].value
 
     mul_op = add_op
+    concat_op = add_op
 
     def neg(self, meta, children):
         return ast.UnaryOp("-", children[0], pos=_pos(meta))

@@ -19,7 +19,8 @@ Typing and run-time choices (dsms has no NULL, and a stream engine cannot stop o
   overflow wraps around (two's complement int64), as numpy does. FLOAT ``/`` follows IEEE 754 (x / 0.0 is
   +-inf, 0.0 / 0.0 is nan) and FLOAT ``%`` is C ``fmod`` (sign of the dividend; by zero nan), silently;
 - comparisons: numbers with numbers (an INT compared with a FLOAT is converted to FLOAT), STRING with STRING
-  (Python ``str`` order), BOOLEAN with BOOLEAN (``=`` and ``<>`` only); anything else is a SchemaError;
+  (Python ``str`` order), BOOLEAN with BOOLEAN (``=`` and ``<>`` only), a TIMESTAMP with a STRING constant
+  read as an ISO 8601 date-time (also in IN and BETWEEN); anything else is a SchemaError;
 - ``||`` concatenates two STRINGs (``+`` on strings is a SchemaError);
 - ``CASE`` without ELSE yields the zero value of its type where no WHEN matches: 0, 0.0, ``''``, FALSE,
   0 for TIMESTAMP. The THEN/ELSE results must share one type, INT and FLOAT unify to FLOAT.
@@ -30,6 +31,7 @@ offending node carries a position.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -58,7 +60,7 @@ from dsms.errors import SchemaError
 
 __all__ = [
     "CompiledExpr", "Resolver", "coerce_value", "compile_expr", "compile_predicate", "infer_type",
-    "like_regex", "numpy_dtype",
+    "iso_ticks", "like_regex", "numpy_dtype",
 ]
 
 INT, FLOAT, STRING, BOOLEAN, TIMESTAMP = "INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP"
@@ -161,14 +163,38 @@ def numpy_dtype(type_: str) -> np.dtype:
         raise SchemaError(f"unknown type {type_!r} (expected one of {', '.join(_DTYPES)})") from None
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def iso_ticks(text: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 date-time (no zone means UTC; below a millisecond is cut
+    toward the past); ValueError when ``text`` is not one. SPEC section 6 lets input give timestamps this way.
+
+    >>> iso_ticks("1970-01-01T00:00:01.5Z"), iso_ticks("1970-01-01 01:00:00+01:00")
+    (1500, 0)
+    """
+    s = text.strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    d = _dt.datetime.fromisoformat(s)
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=_dt.UTC)
+    delta = d - _EPOCH
+    return (delta.days * 86_400_000) + delta.seconds * 1000 + delta.microseconds // 1000
+
+
 def coerce_value(value: object, type_: str) -> object:
     """Check one input value against a column type and return it as the Python value stored for it.
 
     ``bool`` is not accepted as an INT (nor as a FLOAT), an ``int`` is accepted for a FLOAT, a ``float`` is not
-    accepted for an INT. A wrong kind of value raises TypeError, an INT outside 64 bits raises ValueError.
+    accepted for an INT. A TIMESTAMP is an integer (milliseconds) or an ISO 8601 string, stored as milliseconds
+    since the epoch (SPEC section 6 lets input give timestamps either way). A wrong kind of value raises
+    TypeError, an INT outside 64 bits or a string that is no date-time raises ValueError.
 
     >>> coerce_value(3, "FLOAT"), coerce_value(-2, "TIMESTAMP"), coerce_value("x", "STRING")
     (3.0, -2, 'x')
+    >>> coerce_value("1970-01-01T00:00:02Z", "TIMESTAMP")
+    2000
     >>> coerce_value(True, "INT")
     Traceback (most recent call last):
     ...
@@ -183,6 +209,12 @@ def coerce_value(value: object, type_: str) -> object:
     elif isinstance(value, bool | np.bool_):
         pass                                            # a bool is neither a number nor a string here
     elif t in (INT, TIMESTAMP):
+        if t == TIMESTAMP and isinstance(value, str):
+            try:
+                value = iso_ticks(value)
+            except ValueError:
+                raise ValueError(f"TIMESTAMP value {value!r} is neither an integer nor an ISO 8601 date-time"
+                                 ) from None
         if isinstance(value, int | np.integer):
             v = int(value)
             if not _INT64_MIN <= v <= _INT64_MAX:
@@ -362,9 +394,24 @@ def _column(e: ColumnRef, resolve: Resolver) -> CompiledExpr:
     return CompiledExpr(t, frozenset({key}), text, fn)
 
 
+def _timestamp_literal(c: CompiledExpr, other: CompiledExpr, at: str) -> CompiledExpr:
+    """A STRING constant compared with a TIMESTAMP, read as an ISO 8601 date-time (as TIMESTAMP input is):
+    ``t >= '2024-01-01T00:00:00Z'``. Anything else unchanged."""
+    if not (c.constant and c.type == STRING and other.type == TIMESTAMP):
+        return c
+    text = c.fn(_NO_COLUMNS, 1)[0]
+    try:
+        ticks = iso_ticks(text)
+    except ValueError:
+        raise SchemaError(f"{at}{c.text} is compared with a TIMESTAMP but is no ISO 8601 date-time") from None
+    return CompiledExpr(TIMESTAMP, frozenset(), str(ticks), _const_fn(ticks, _DTYPES[TIMESTAMP]), constant=True)
+
+
 def _binary(e: BinaryOp, resolve: Resolver) -> CompiledExpr:
     op = "<>" if e.op == "!=" else e.op.upper()
     left, right = _compile(e.left, resolve), _compile(e.right, resolve)
+    if op in _CMP_OPS:
+        left, right = _timestamp_literal(left, right, _at(e)), _timestamp_literal(right, left, _at(e))
     lt, rt = left.type, right.type
     lf, rf = _operand_fns(left, right)
     text = f"{_paren(left)} {op} {_paren(right)}"
@@ -456,7 +503,7 @@ def _func(e: FuncCall, resolve: Resolver) -> CompiledExpr:
 
 def _in_list(e: InList, resolve: Resolver) -> CompiledExpr:
     x = _compile(e.expr, resolve)
-    items = tuple(_compile(i, resolve) for i in e.items)
+    items = tuple(_timestamp_literal(_compile(i, resolve), x, _at(e)) for i in e.items)
     label = "NOT IN" if e.negated else "IN"
     tests = [(_cmp_kernel("=", x.type, i.type, _at(node) or _at(e), label), i.fn)
              for node, i in zip(e.items, items)]
@@ -474,6 +521,7 @@ def _in_list(e: InList, resolve: Resolver) -> CompiledExpr:
 
 def _between(e: Between, resolve: Resolver) -> CompiledExpr:
     x, lo, hi = (_compile(c, resolve) for c in (e.expr, e.low, e.high))
+    lo, hi = _timestamp_literal(lo, x, _at(e)), _timestamp_literal(hi, x, _at(e))
     label = "NOT BETWEEN" if e.negated else "BETWEEN"
     ge = _cmp_kernel(">=", x.type, lo.type, _at(e), label)
     le = _cmp_kernel("<=", x.type, hi.type, _at(e), label)
@@ -487,13 +535,24 @@ def _between(e: Between, resolve: Resolver) -> CompiledExpr:
     return _node(BOOLEAN, (x, lo, hi), text, between)
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal.
+def like_regex(pattern: str, escape: str | None = None) -> re.Pattern[str]:
+    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal; the
+    character after ``escape`` (``ESCAPE 'c'``; none by default, as in the SQL standard) is literal.
 
     >>> bool(like_regex("a.c%").fullmatch("a.cd")), bool(like_regex("a.c%").fullmatch("abcd"))
     (True, False)
+    >>> bool(like_regex("50!%", "!").fullmatch("50%")), bool(like_regex("50!%", "!").fullmatch("500"))
+    (True, False)
     """
-    parts = (".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    parts, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape and i + 1 < len(pattern):
+            parts.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
     return re.compile("".join(parts), re.DOTALL)
 
 
@@ -505,13 +564,15 @@ def _like(e: Like, resolve: Resolver) -> CompiledExpr:
     if not (isinstance(e.pattern, Literal) and e.pattern.type.upper() == STRING):
         raise SchemaError(f"{_at(e.pattern) or _at(e)}the pattern of {label} must be a string literal")
     pattern = _literal(e.pattern, resolve)
-    match = like_regex(str(e.pattern.value)).fullmatch
+    escape = getattr(e, "escape", None)
+    match = like_regex(str(e.pattern.value), escape).fullmatch
     xf, negated = x.fn, e.negated
 
     def like(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         out = np.fromiter((match(s) is not None for s in xf(cols, n)), dtype=np.bool_, count=n)
         return ~out if negated else out
-    return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}", like)
+    esc = f" ESCAPE {_literal_text(escape, STRING)}" if escape else ""
+    return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}{esc}", like)
 
 
 def _case(e: Case, resolve: Resolver) -> CompiledExpr:

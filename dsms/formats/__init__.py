@@ -16,7 +16,6 @@ later rows (their timestamps may not be below it, which is checked), so only the
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,13 +24,13 @@ from typing import Any
 import numpy as np
 
 from dsms.errors import InputError
+from dsms.expr.compile import iso_ticks
 
 __all__ = [
     "Decoded", "InputError", "parse_ts", "decode_input", "media_type", "ENCODERS", "Encoder",
     "INPUT_TYPES", "UnsupportedMediaType", "element_json", "jsonable",
 ]
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -82,17 +81,10 @@ def parse_ts(value: Any, index: int | None = None) -> int:
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     if isinstance(value, str):
-        s = value.strip()
-        if s.endswith(("Z", "z")):
-            s = s[:-1] + "+00:00"
         try:
-            d = _dt.datetime.fromisoformat(s)
+            return iso_ticks(value)
         except ValueError:
             raise InputError(f"ts {value!r} is not an ISO 8601 date-time", index=index) from None
-        if d.tzinfo is None:
-            d = d.replace(tzinfo=_dt.UTC)
-        delta = d - _EPOCH
-        return (delta.days * 86_400_000) + delta.seconds * 1000 + delta.microseconds // 1000
     to_unix_nano = getattr(value, "to_unix_nano", None)   # msgpack.Timestamp
     if to_unix_nano is not None:
         return int(to_unix_nano()) // 1_000_000

@@ -6,8 +6,10 @@ intermediate values inside one instant). Within a batch, the changes of each ins
 touched group emits its old row as a delete and its new row as an insert once per instant; a group whose
 count reaches zero disappears (an aggregate over an empty relation yields no row, SPEC section 3).
 
-FLOAT sums are kept exactly (as an integer multiple of 2**-1074) so that inserting and later deleting a value
-leaves no rounding residue: SUM and AVG equal the correctly rounded sum of the values in the group.
+FLOAT sums are kept exactly (as an integer multiple of 2**-1074, with +inf, -inf and nan counted apart, as
+``VectorAggregateOp`` keeps them) so that inserting and later deleting a value leaves no rounding residue: SUM
+is the correctly rounded sum of the values in the group (IEEE 754 where an infinity or nan is among them), and
+AVG that sum divided by the count.
 """
 
 from __future__ import annotations
@@ -29,11 +31,50 @@ def _exact(v: float) -> int:
     return n * (SCALE // d)
 
 
+class _FloatSum:
+    """A running FLOAT sum without rounding residue: the finite values as one exact integer (multiples of
+    2**-1074), infinities and nans counted apart, so that a value that leaves the group leaves no trace."""
+
+    __slots__ = ("exact", "pinf", "ninf", "nan")
+
+    def __init__(self) -> None:
+        self.exact = self.pinf = self.ninf = self.nan = 0
+
+    def add(self, v: float, s: int) -> None:
+        if v != v:
+            self.nan += s
+        elif v == _INF:
+            self.pinf += s
+        elif v == -_INF:
+            self.ninf += s
+        else:
+            self.exact += s * _exact(v)
+
+    def value(self) -> float:
+        """The correctly rounded sum, or inf, -inf, nan by IEEE 754 rules."""
+        if self.nan or (self.pinf and self.ninf):
+            return _NAN
+        if self.pinf or self.ninf:
+            return _INF if self.pinf else -_INF
+        try:
+            return self.exact / SCALE            # Python rounds an integer quotient correctly
+        except OverflowError:                    # beyond the float range, as IEEE addition would give
+            return _INF if self.exact > 0 else -_INF
+
+
+_INF, _NAN = float("inf"), float("nan")
+
+
+def _same(old: tuple | None, new: tuple | None) -> bool:
+    """Rows equal value for value, NaN equal to NaN (a group whose value stays NaN has not changed)."""
+    return old is not None and new is not None and all(x == y or (x != x and y != y) for x, y in zip(old, new))
+
+
 class _DistinctValues(Counter):
     """The DISTINCT argument values present (count nonzero) with their running sum, kept as values come and
     go, so that SUM/AVG(DISTINCT) need no pass over the values on each instant."""
 
-    total = 0
+    total: int | _FloatSum = 0
 
 
 class _Group:
@@ -69,9 +110,12 @@ class AggregateOp(FinalInstantsOperator):
         if func in ("MIN", "MAX"):
             return ExtremeBag(want_max=func == "MAX")
         if distinct:
-            return _DistinctValues()
+            st = _DistinctValues()
+            if self.arg_types[j] == "FLOAT":
+                st.total = _FloatSum()
+            return st
         if func in ("SUM", "AVG"):
-            return 0
+            return _FloatSum() if self.arg_types[j] == "FLOAT" else 0
         return None
 
     def _update(self, g: _Group, row: tuple, s: int) -> None:
@@ -82,6 +126,8 @@ class AggregateOp(FinalInstantsOperator):
             if st is None:
                 st = g.states[j] = self._new_state(j)
             v = row[arg]
+            if v != v:
+                v = _NAN                      # one value for every NaN (as GROUP BY and DISTINCT take it)
             if isinstance(st, ExtremeBag):
                 st.add(v, s)
             elif isinstance(st, Counter):
@@ -92,10 +138,12 @@ class AggregateOp(FinalInstantsOperator):
                 else:
                     del st[v]
                 if func != "COUNT" and (old == 0) != (c == 0):
-                    x = _exact(v) if self.arg_types[j] == "FLOAT" else v
-                    st.total += x if c else -x
-            elif self.arg_types[j] == "FLOAT":
-                g.states[j] = st + s * _exact(v)
+                    if isinstance(st.total, _FloatSum):
+                        st.total.add(v, 1 if c else -1)
+                    else:
+                        st.total += v if c else -v
+            elif isinstance(st, _FloatSum):
+                st.add(v, s)
             else:
                 g.states[j] = st + s * v
 
@@ -106,16 +154,17 @@ class AggregateOp(FinalInstantsOperator):
             return len(st) if distinct else g.count
         if func in ("MIN", "MAX"):
             return st.extreme()
-        float_arg = self.arg_types[j] == "FLOAT"
         if distinct:
             total = st.total
             n = len(st)
         else:
             total = st if st is not None else 0
             n = g.count
-        if func == "SUM":
-            return total / SCALE if float_arg else total
-        return total / (SCALE * n) if float_arg else total / n
+        if isinstance(total, _FloatSum):
+            total = total.value()
+        elif func == "SUM":       # INT: the exact sum, wrapped into int64 as INT arithmetic wraps (contract)
+            return (total + 2**63) % 2**64 - 2**63
+        return total if func == "SUM" else total / n
 
     def _row(self, key: tuple, g: _Group) -> tuple:
         return key + tuple(self._value(g, j) for j in range(len(self.aggs)))
@@ -137,7 +186,7 @@ class AggregateOp(FinalInstantsOperator):
                     del groups[key]            # only at the end of the instant: counts may dip inside it
                     g = None
                 new = self._row(key, g) if g is not None else None
-                if old == new:
+                if old == new or _same(old, new):
                     continue
                 if old is not None:
                     out_ts.append(t)

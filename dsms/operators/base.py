@@ -8,12 +8,12 @@ forwarded as a heartbeat whenever it passes what the output's data already says.
 
 from __future__ import annotations
 
-import time
+from time import perf_counter_ns
 
 import numpy as np
 
 from control_tables import Entity, Knob, Stat
-from dsms.batch import Batch, Heartbeat
+from dsms.batch import Batch, Heartbeat, concat
 from dsms.queues import Queue, QueueReader
 
 NEG_INF = -(2**62)
@@ -38,6 +38,8 @@ class Operator(Entity):
     priority = Knob(int, default=0, ge=0, le=1000, doc="scheduler hint: among ready operators of equal "
                     "policy rank, a higher priority runs first")
 
+    fused = None                          # the operator that runs this one inside its own runs (not scheduled)
+
     def __init__(self, inputs: list[Queue], output: Queue, detail: str = "") -> None:
         self.detail = detail
         self.readers: list[QueueReader] = [q.reader() for q in inputs]
@@ -45,6 +47,7 @@ class Operator(Entity):
         self.output = output
         self.frontiers = [q.last_ts if q.last_ts is not None else NEG_INF for q in inputs]
         self.epoch = 0
+        self._start = -1                  # round robin over the inputs
         self.keep_stats = True            # the engine's "statistics" setting (off only to measure their cost)
         self._in_acc = self._out_acc = self._ns_acc = 0.0      # decayed totals behind selectivity and cost
         self.synopses: list = []          # the state this operator keeps, each with a control table
@@ -56,7 +59,11 @@ class Operator(Entity):
     # ---------------------------------------------------------------- scheduling interface
 
     def ready(self) -> bool:
-        return any(r.pending() for r in self.readers)
+        for r in self.readers:             # r.pending() inlined: asked of every operator before every pick
+            q = r.queue
+            if r.pos < q._base + len(q._items):
+                return True
+        return False
 
     def pending_rows(self) -> int:
         return sum(r.peek_rows() for r in self.readers)
@@ -69,43 +76,61 @@ class Operator(Entity):
 
     def run(self, budget: int = 1 << 30) -> int:
         """Consume up to ``budget`` queue items (batches or heartbeats). Returns how many were consumed."""
-        done = 0
-        t0 = time.perf_counter_ns() if self.keep_stats else 0
+        keep_stats = self.keep_stats
+        t0 = perf_counter_ns() if keep_stats else 0
         rows_in = 0
         out_before = self.output.tuples_in
         readers = self.readers
+        frontiers = self.frontiers
         k = len(readers)
-        while done < budget:
+        done = 0
+        if k == 1:                          # the common case, without the round robin below
+            r = readers[0]
+            while done < budget:
+                item = r.get()
+                if item is None:
+                    break
+                done += 1
+                if type(item) is Batch:
+                    rows_in += len(item.ts)
+                    last = int(item.ts[-1])
+                    if last > frontiers[0]:
+                        frontiers[0] = last
+                    self.last_ts = last
+                    self.on_batch(0, item)
+                elif item.ts > frontiers[0]:
+                    frontiers[0] = item.ts
+                    self.on_heartbeat(0)
+        while k > 1 and done < budget:
             progressed = False
-            self._start = (getattr(self, "_start", -1) + 1) % k if k else 0   # no input starves another
+            self._start = start = (self._start + 1) % k        # no input starves another
             for j in range(k):
                 if done >= budget:
                     break
-                i = (self._start + j) % k
-                r = readers[i]
-                item = r.get()
+                i = (start + j) % k
+                item = readers[i].get()
                 if item is None:
                     continue
                 progressed = True
                 done += 1
-                if isinstance(item, Batch):
-                    n = len(item)
-                    rows_in += n
+                if type(item) is Batch:
+                    rows_in += len(item.ts)
                     last = int(item.ts[-1])
-                    if last > self.frontiers[i]:
-                        self.frontiers[i] = last
+                    if last > frontiers[i]:
+                        frontiers[i] = last
                     self.last_ts = last
                     self.on_batch(i, item)
-                elif item.ts > self.frontiers[i]:
-                    self.frontiers[i] = item.ts
+                elif item.ts > frontiers[i]:
+                    frontiers[i] = item.ts
                     self.on_heartbeat(i)
             if not progressed:
                 break
         if done:
-            self.on_frontier(self.frontier())
-            self.forward_heartbeat()
-            if self.keep_stats:
-                self._account(rows_in, self.output.tuples_in - out_before, time.perf_counter_ns() - t0)
+            f = self.frontier()
+            self.on_frontier(f)
+            self.forward_heartbeat(f)
+            if keep_stats:
+                self._account(rows_in, self.output.tuples_in - out_before, perf_counter_ns() - t0)
         return done
 
     def _account(self, rows_in: int, rows_out: int, ns: int) -> None:
@@ -147,8 +172,9 @@ class Operator(Entity):
     def on_frontier(self, f: int) -> None:
         """Called after a run with the operator's input frontier: release what is now final."""
 
-    def forward_heartbeat(self) -> None:
-        f = self.frontier()
+    def forward_heartbeat(self, f: int | None = None) -> None:
+        if f is None:
+            f = self.frontier()
         if f > NEG_INF:
             self.output.put(Heartbeat(f))
 
@@ -173,15 +199,13 @@ def colmap(batch: Batch) -> dict[str, np.ndarray]:
 
 def merge_by_ts(batches: list[Batch]) -> Batch:
     """Rows of all batches in timestamp order (stable: ties keep batch order, then row order)."""
-    from dsms.batch import concat
     parts = [b for b in batches if len(b)]
     if not parts:
         return batches[0]
     if len(parts) == 1:
         return parts[0]
     b = concat(parts)
-    order = np.argsort(b.ts, kind="stable")
-    return b.take(order)
+    return b.take(b.ts.argsort(kind="stable"))
 
 
 class FinalInstantsOperator(Operator):
@@ -201,7 +225,6 @@ class FinalInstantsOperator(Operator):
     def on_frontier(self, f: int) -> None:
         if not self.held:
             return
-        from dsms.batch import concat
         b = concat(self.held) if len(self.held) > 1 else self.held[0]
         cut = int(np.searchsorted(b.ts, f, side="left"))
         self.held = [b.slice(cut, len(b))] if cut < len(b) else []

@@ -34,19 +34,22 @@ class BinaryOperator(Operator):
                     out += zip(ts.tolist(), rows.tolist())
         return out
 
+    def take_pending(self, side: int, f: int) -> Batch | None:
+        """Remove and return the deltas of input ``side`` with timestamps up to ``f`` (None if there are none)."""
+        pend = self.pending[side]
+        if not pend:
+            return None
+        b = concat(pend) if len(pend) > 1 else pend[0]
+        cut = int(b.ts.searchsorted(f, side="right"))
+        self.pending[side] = [b.slice(cut, len(b))] if cut < len(b) else []
+        if not cut:
+            return None
+        return b.slice(0, cut) if cut < len(b) else b
+
     def on_frontier(self, f: int) -> None:
-        parts = []
-        for side, pend in enumerate(self.pending[:2]):
-            if not pend:
-                continue
-            b = concat(pend) if len(pend) > 1 else pend[0]
-            cut = int(np.searchsorted(b.ts, f, side="right"))
-            self.pending[side] = [b.slice(cut, len(b))] if cut < len(b) else []
-            if cut:
-                parts.append((side, b.slice(0, cut)))
-        if not parts:
-            return
-        self.process(parts)
+        parts = [(side, b) for side in (0, 1) if (b := self.take_pending(side, f)) is not None]
+        if parts:
+            self.process(parts)
 
     def process(self, parts: list[tuple[int, Batch]]) -> None:
         """Apply the released deltas; ``parts`` holds (side, batch) for each side that has some."""

@@ -21,22 +21,38 @@ applied in one of two ways:
   until the table is compacted.
 
 Equi-join columns are the key; any other predicate filters the joined rows.
+
+**Windows fused into the join.** The planner runs a RANGE window that only this join reads inside the join
+(``fuse_window``; ``dsms/plan/physical.py``): the join reads the window's input, hands it every batch and
+heartbeat, and takes the deletes and inserts it releases as two lists, with no queue between them, no
+scheduling decision before each, and no merge of deletes with inserts that the join would split again. While
+the window's size has never changed its deletes retract its tuples first in, first out
+(``RangeWindowOp.retracts_in_order``), so the release is matched by counting (``match_ordered``) instead of
+value by value. The window stays an operator entity: its ``range`` knob, its synopsis (``memory`` budget,
+shared window store) and its statistics (counted over what it does in the join's runs) work as before. A
+later query that shares the window (possible only before any input arrives, like any stateful subplan) gets
+it back as an operator with its output queue (``unfuse_window``).
 """
 
 from __future__ import annotations
 
+from time import perf_counter_ns
+
 import numpy as np
 
-from dsms.batch import Batch, concat
+from dsms.batch import Batch, Heartbeat, concat
 from dsms.expr.compile import CompiledExpr
-from dsms.operators.base import colmap
+from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
+from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
-from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Release, expand, locate
+from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Release, expand
 from synopses.rowcodes import row_codes
 
 
 class JoinOp(BinaryOperator):
+    """A RANGE window below a join may run inside it (``fuse_window``; ``windows`` names them per input)."""
+
     kind = "join"
 
     def __init__(self, left: Queue, right: Queue, out: Queue, left_keys: tuple[int, ...],
@@ -51,7 +67,103 @@ class JoinOp(BinaryOperator):
         self.sides = (HashIndexSynopsis(), HashIndexSynopsis())
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
+        self.windows: list[RangeWindowOp | None] = [None, None]
 
+    # ---------------------------------------------------------------- windows fused into the join
+
+    def fuse_window(self, side: int, window: RangeWindowOp) -> None:
+        """Run ``window`` (whose output queue is read by nobody yet) inside this join: the join reads the
+        window's input from where the window would have, hands it each batch and heartbeat, and takes the
+        tuples it releases with no queue between, and no scheduling decision or merge of deletes with inserts
+        on the way. The window keeps its control table, knobs and synopsis (and its place in a shared window
+        store); its statistics count what it does inside the join's runs. ``unfuse_window`` undoes it."""
+        inp = window.input_queues[0]
+        old, r = self.readers[side], window.readers[0]
+        self.input_queues[side].detach(old)
+        self.readers[side], self.input_queues[side] = r, inp      # the window's cursor, now the join's
+        self.frontiers[side] = window.frontier()
+        window.readers = []
+        window.fused = self
+        self.windows[side] = window
+
+    def unfuse_window(self, side: int) -> None:
+        """Give a fused window back its own cursor and output queue (which must be empty so far): the join
+        reads the window's output again. The planner does this when a later query shares the window."""
+        window = self.windows[side]
+        inp, out = window.input_queues[0], window.output
+        r = inp.reader()
+        r.pos = self.readers[side].pos
+        inp.detach(self.readers[side])
+        window.readers, window.fused = [r], None
+        self.windows[side] = None
+        self.readers[side], self.input_queues[side] = out.reader(), out
+        self.frontiers[side] = NEG_INF
+        rest = [b for b in (*window.out_dels, *window.out_ins) if len(b)]
+        window.out_dels, window.out_ins = [], []
+        if rest:
+            out.put(merge_by_ts(rest))
+        if window.frontier() > NEG_INF:
+            out.put(Heartbeat(window.frontier()))
+
+    def run(self, budget: int = 1 << 30) -> int:
+        done = super().run(budget)
+        for w in self.windows:
+            if w is not None and w.fused_items:
+                if self.keep_stats:
+                    w._account(w.fused_rows_in, w.fused_rows_out, w.fused_ns)
+                w.fused_items = w.fused_rows_in = w.fused_rows_out = w.fused_ns = 0
+        return done
+
+    def on_batch(self, i: int, batch: Batch) -> None:
+        w = self.windows[i]
+        if w is None:
+            self.pending[i].append(batch)
+            return
+        t0 = perf_counter_ns() if self.keep_stats else 0
+        last = int(batch.ts[-1])
+        if last > w.frontiers[0]:
+            w.frontiers[0] = last
+        w.last_ts = last
+        w.on_batch(0, batch)
+        w.fused_items += 1
+        w.fused_rows_in += len(batch.ts)
+        if self.keep_stats:
+            w.fused_ns += perf_counter_ns() - t0
+
+    def on_heartbeat(self, i: int) -> None:
+        w = self.windows[i]
+        if w is not None:
+            w.frontiers[0] = self.frontiers[i]
+            w.fused_items += 1
+
+    def held_stamps(self) -> list[tuple[int, int]]:
+        """The deltas waiting for the other input: held in the join, or released by a fused window."""
+        out = super().held_stamps()
+        for w in self.windows:
+            for b in (*w.out_dels, *w.out_ins) if w is not None else ():
+                if len(b):
+                    ts, rows = np.unique(b.ts, return_counts=True)
+                    out += zip(ts.tolist(), rows.tolist())
+        return out
+
+    def on_frontier(self, f: int) -> None:
+        parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}
+        for side in (0, 1):
+            w = self.windows[side]
+            if w is None:
+                if (b := self.take_pending(side, f)) is not None:
+                    parts[side] = b
+                continue
+            if w.fused_items:                             # as the window's own run ends: release what is final
+                t0 = perf_counter_ns() if self.keep_stats else 0
+                w.on_frontier(w.frontier())
+                if self.keep_stats:
+                    w.fused_ns += perf_counter_ns() - t0
+            dels, ins = _take_until(w.out_dels, f), _take_until(w.out_ins, f)
+            if dels is not None or ins is not None:
+                parts[side] = (dels, ins)
+        if parts:
+            self.process(parts)
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
         """An int64 per row, equal for equal join keys across both sides."""
@@ -73,77 +185,84 @@ class JoinOp(BinaryOperator):
                           count=len(uniq))
         return ids[inv.reshape(-1)]
 
-    def process(self, parts: list[tuple[int, Batch]]) -> None:
-        got = dict(parts)
-        codes = {side: self._codes(side, b) for side, b in got.items()}
+    def process(self, parts: dict[int, Batch | tuple[Batch | None, Batch | None]]) -> None:
+        """Apply the released deltas of each side: a batch of signed rows, or a fused window's deletes and
+        inserts. A window that retracts in order needs no matching of its deletes with the rows they retract
+        (``HashIndexSynopsis.match_ordered``); other deletes are matched value for value, and when they do not
+        match first in, first out the release is applied as signed rows."""
         rels = []
         for side in (0, 1):
-            b = got.get(side)
-            rel = self.sides[side].match(*((b.ts, b.sign, b.cols, codes[side]) if b is not None else ()))
+            p = parts.get(side)
+            index = self.sides[side]
+            if p is None:
+                rel = index.match()
+            elif type(p) is tuple and self.windows[side].retracts_in_order():
+                dels, ins = p
+                rel = index.match_ordered(dels, ins, self._codes(side, ins) if ins is not None else None)
+            else:
+                if type(p) is tuple:
+                    p = parts[side] = merge_by_ts([b for b in p if b is not None])
+                rel = index.match(p.ts, p.sign, p.cols, self._codes(side, p))
             if rel is None:
-                break
+                got = {side: merge_by_ts([b for b in p if b is not None]) if type(p) is tuple else p
+                       for side, p in parts.items()}
+                self._join_signed(got, {side: self._codes(side, b) for side, b in got.items()})
+                return
             rels.append(rel)
-        else:
-            self._join_fifo(*rels)
-            for side in (0, 1):
-                self.sides[side].adopt(rels[side])
-            return
-        self._join_signed(got, codes)
+        self._join_fifo(*rels)
 
     def _join_fifo(self, left: Release, right: Release) -> None:
         """Each pair of rows with equal keys is in the join from the later of their entries until the earlier
         of their exits: it is inserted then (if that is in the released input) and deleted then (if so), and
         nothing when the two never overlap. Only pairs with a row the release touched (entered or left) can
-        change: touched left rows against every right row (held, or inserted by the release), then touched
-        right rows against the held left rows the release did not touch. A pair's insert and delete never
-        fall at one instant, so the output holds no changes that cancel (the bulk signed path below produces
-        such pairs when rows come and go within one release)."""
+        change. Both inputs' inserts are appended first (``stage``), so two probes find them all: the touched
+        left rows against every right row the release saw (held before it, or inserted by it), then the
+        touched right rows against the left rows held before it and not touched. A pair's insert and delete
+        never fall at one instant, so the output holds no changes that cancel (the bulk signed path below
+        produces such pairs when rows come and go within one release)."""
         L, R = self.sides
-        parts = []              # (left cols, right cols, entered, left instants) of each group of pairs
-        # touched left rows x right rows held before the release (the right victims among them)
-        p, seq = R.find(left.codes)
-        if len(p):
-            r_pos = seq - R.log.head
-            r_left = np.full(len(seq), LIVE)
-            gone = r_pos < right.victims
-            r_left[gone] = right.left[r_pos[gone]]
-            parts.append(([c[p] for c in left.cols], R.gather(seq),
-                          left.entered[p], np.minimum(left.left[p], r_left)))
-        # touched left rows x the release's right inserts
-        ins = slice(right.victims, None)
-        if len(right.codes) > right.victims and len(left.codes):
-            order = np.argsort(right.codes[ins], kind="stable")
-            p, q = expand(*locate(right.codes[ins][order], left.codes))
+        sl, sr = L.stage(left), R.stage(right)
+        seq_l = seq_r = start = end = None
+        if sl.touched() and R.log is not None:
+            p, seq = R.find(sl.touched_codes(L.log), sr.s0)
             if len(p):
-                q = right.victims + order[q]
-                parts.append(([c[p] for c in left.cols], [c[q] for c in right.cols],
-                              np.maximum(left.entered[p], right.entered[q]),
-                              np.minimum(left.left[p], right.left[q])))
-        # right rows touched x left rows held and not touched
-        q, seq = L.find(right.codes, skip=left.victims)
-        if len(q):
-            parts.append((L.gather(seq), [c[q] for c in right.cols], right.entered[q], right.left[q]))
-        if not parts:
-            return
-        if len(parts) == 1:
-            lcols, rcols, start, end = parts[0]
-        else:
-            lcols = [np.concatenate(cs) for cs in zip(*[pt[0] for pt in parts])]
-            rcols = [np.concatenate(cs) for cs in zip(*[pt[1] for pt in parts])]
-            start = np.concatenate([pt[2] for pt in parts])
-            end = np.concatenate([pt[3] for pt in parts])
+                seq_l, seq_r = sl.touched_seq(p), seq
+                start = np.maximum(sl.entered()[p], sr.entered_of(seq))
+                end = np.minimum(sl.left()[p], sr.left_of(seq))
+        if sr.touched() and sl.e0 > sl.s0 + sl.victims:           # left rows held and not touched
+            q, seq = L.find(sr.touched_codes(R.log), sl.s0 + sl.victims)
+            if len(q):
+                keep = seq < sl.e0                                # not the release's own inserts
+                if not keep.all():
+                    q, seq = q[keep], seq[keep]
+                if len(q):
+                    q_seq = sr.touched_seq(q)
+                    q_start, q_end = sr.entered()[q], sr.left()[q]
+                    if seq_l is None:
+                        seq_l, seq_r, start, end = seq, q_seq, q_start, q_end
+                    else:
+                        seq_l, seq_r = np.concatenate([seq_l, seq]), np.concatenate([seq_r, q_seq])
+                        start, end = np.concatenate([start, q_start]), np.concatenate([end, q_end])
+        if seq_l is not None:
+            self._emit_pairs(seq_l, seq_r, start, end)
+        L.adopt(sl)
+        R.adopt(sr)
+
+    def _emit_pairs(self, seq_l: np.ndarray, seq_r: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """The inserts (at ``start``) and deletes (at ``end``) of the pairs of rows numbered ``seq_l`` and
+        ``seq_r`` that overlap, in time order (inserts first at an instant)."""
         overlap = start < end
-        ins_m = overlap & (start != OLD)
-        del_m = overlap & (end != LIVE)
-        n_ins, n_del = int(ins_m.sum()), int(del_m.sum())
+        ii = (overlap & (start != OLD)).nonzero()[0]
+        dd = (overlap & (end != LIVE)).nonzero()[0]
+        n_ins, n_del = len(ii), len(dd)
         if not n_ins + n_del:
             return
-        ts = np.concatenate([start[ins_m], end[del_m]])
-        sign = np.concatenate([np.ones(n_ins, np.int8), np.full(n_del, -1, np.int8)])
-        o = np.argsort(ts, kind="stable")
-        ii, dd = np.flatnonzero(ins_m), np.flatnonzero(del_m)
+        ts = np.concatenate([start[ii], end[dd]])
+        o = ts.argsort(kind="stable")
+        sign = np.ones(n_ins + n_del, np.int8)
+        sign[n_ins:] = -1
         rows = np.concatenate([ii, dd])[o]
-        out = Batch(ts[o], sign[o], [c[rows] for c in lcols] + [c[rows] for c in rcols])
+        out = Batch(ts[o], sign[o], self.sides[0].gather(seq_l[rows]) + self.sides[1].gather(seq_r[rows]))
         if self.predicate is not None:
             out = out.take(self.predicate(colmap(out), len(out)))
         self.emit(out)
@@ -184,3 +303,21 @@ class JoinOp(BinaryOperator):
         """Joined rows: left columns then right, whichever side ``mine`` came from."""
         cols = mine.cols + theirs if side == 0 else theirs + mine.cols
         return Batch(ts, sign.astype(np.int8, copy=False), cols)
+
+
+def _take_until(batches: list[Batch], f: int) -> Batch | None:
+    """Remove from ``batches`` (in time order) the rows with timestamps up to ``f``; returns them, or None."""
+    out = []
+    while batches:
+        b = batches[0]
+        if b.ts[-1] <= f:
+            out.append(batches.pop(0))
+            continue
+        cut = int(b.ts.searchsorted(f, side="right"))
+        if cut:
+            out.append(b.slice(0, cut))
+            batches[0] = b.slice(cut, len(b))
+        break
+    if not out:
+        return None
+    return out[0] if len(out) == 1 else concat(out)

@@ -35,6 +35,9 @@ class RangeWindowOp(Operator):
     range_from = Stat(int | None, default=None, unit="ticks",
                       doc="first element timestamp that the current range applies to (after a change)")
     window_rows = Stat(int, default=0, name="size", unit="tuples", doc="tuples in the window now")
+    fused_into = Stat(str | None, compute="_fused_id", doc="the join that runs this window inside its own runs "
+                      "(it reads the window's input and takes its tuples with no queue between; the window "
+                      "keeps its knobs, synopsis and statistics); None: the window runs as an operator")
 
     def __init__(self, range_: int, slide: int | None, inp: Queue, out: Queue) -> None:
         super().__init__([inp], out, f"RANGE {range_}" + (f" SLIDE {slide}" if slide else ""))
@@ -45,6 +48,15 @@ class RangeWindowOp(Operator):
         self.synopses = [self.store]
         self.pending_ins: list[Batch] = self.store.pending     # future inserts, times ascending
         self.pending_del: list[Batch] = self.store.batches     # the window: future deletes, times ascending
+        # fused into a join (``dsms.operators.join``): released tuples wait here for the join, which feeds
+        # this window the input it reads and keeps its statistics; there is then no output queue
+        self.fused = None
+        self.out_dels: list[Batch] = []
+        self.out_ins: list[Batch] = []
+        self.fused_items = self.fused_rows_in = self.fused_rows_out = self.fused_ns = 0   # this join run's
+
+    def _fused_id(self) -> str | None:
+        return self.fused.id if self.fused is not None else None
 
     def on_set_range(self, old: int, new: int) -> None:
         f = self.frontier()
@@ -78,31 +90,65 @@ class RangeWindowOp(Operator):
             self.pending_ins.append(ins)
             if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
                 self.pending_del[:] = [merge_by_ts([*self.pending_del, dele])]    # after a size change
-            elif not np.all(np.diff(dele.ts) >= 0):
+            elif not isinstance(size, int) and not np.all(np.diff(dele.ts) >= 0):    # sizes differ
                 self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
             else:
                 self.pending_del.append(dele)
         self.on_frontier(self.frontier())
 
-    def on_frontier(self, f: int) -> None:
-        out = []
-        for pend in (self.pending_del, self.pending_ins):
+    def release(self, f: int) -> tuple[list[Batch], list[Batch], Batch | None]:
+        """Take what is final at ``f`` out of the window: its deletes and its inserts with timestamps up to
+        ``f`` (each list in time order), and the tuples evicted now to fit the memory budget (or None)."""
+        dels: list[Batch] = []
+        ins: list[Batch] = []
+        for pend, out in ((self.pending_del, dels), (self.pending_ins, ins)):
             while pend:
                 b = pend[0]
                 if b.ts[-1] <= f:
                     out.append(pend.pop(0))
                     continue
-                cut = int(np.searchsorted(b.ts, f, side="right"))
+                if b.ts[0] > f:
+                    break
+                cut = int(b.ts.searchsorted(f, side="right"))
                 if cut:
                     out.append(b.slice(0, cut))
                     pend[0] = b.slice(cut, len(b))
                 break
+        evicted = None
         if self.store.memory is not None and self.store.over_budget():
-            out.append(self._evict_to_budget(f))
+            evicted = self._evict_to_budget(f)
+            if not len(evicted):
+                evicted = None
+        return dels, ins, evicted
+
+    def on_frontier(self, f: int) -> None:
+        dels, ins, evicted = self.release(f)
+        if self.fused is not None:          # run inside a join: the released tuples go straight to it
+            if evicted is not None:
+                dels.append(evicted)
+            rows = 0
+            for b in dels:
+                self.window_rows += int(b.sign.sum())
+                rows += len(b)
+            for b in ins:
+                self.window_rows += int(b.sign.sum())
+                rows += len(b)
+            self.out_dels += dels
+            self.out_ins += ins
+            self.fused_rows_out += rows
+            return
+        out = dels + ins + ([evicted] if evicted is not None else [])
         if out:
             merged = merge_by_ts(out) if len(out) > 1 else out[0]
             self.window_rows += int(merged.sign.sum())
             self.emit(merged)
+
+    def retracts_in_order(self) -> bool:
+        """Whether every delete this window releases retracts its oldest tuple still in the window, with the
+        same values (first in, first out): so while its size has never changed (after a change, tuples of the
+        new size can leave before older ones), except when a window with a SLIDE evicts to fit its memory
+        budget (it may evict a tuple whose insert waits for the next slide)."""
+        return len(self._ranges) == 1 and (self.slide == 1 or self.store.memory is None)
 
     def _evict_to_budget(self, f: int) -> Batch:
         """Delete the oldest tuples now (at the frontier) until the store fits its memory budget."""

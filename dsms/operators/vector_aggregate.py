@@ -7,11 +7,12 @@ folds into the state with cumulative sums instead of a Python loop. Groups get d
 (instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
 disappears and its sums are reset to exactly zero, so no rounding residue outlives it.
 
-FLOAT sums are kept exactly, as ``AggregateOp`` keeps them: an integer multiple of 2**-1074 per group (Python
-integers in an object array, so the cumulative sums still run in numpy's loops), plus counts of +inf, -inf and
-nan. A plain float running sum is not the sum of the window: it turns {1e17, 1.0} minus 1e17 into 0.0, and
-its last-bit drift makes a value that did not change look changed (a spurious delete and insert), while SPEC
-section 3 asks for SUM over the instantaneous relation. SUM is then the correctly rounded sum of the group.
+FLOAT sums are kept exactly, as ``AggregateOp`` keeps them (``synopses/float_sums.py``: a double-double sum
+per group while that is provably exact, int64 limbs otherwise, plus counts of +inf, -inf and nan; no Python
+object per value). A plain float running sum is not the sum of the window: it turns {1e17, 1.0} minus 1e17
+into 0.0, and its last-bit drift makes a value that did not change look changed (a spurious delete and
+insert), while SPEC section 3 asks for SUM over the instantaneous relation. SUM is then the correctly rounded
+sum of the group.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dsms.batch import Batch
 from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
+from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds
 from synopses.rowcodes import row_codes
 from synopses.state import StateSynopsis
@@ -59,15 +61,13 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.key_cols: list[np.ndarray] = [np.empty(0, dtype=dtypes[i]) for i in range(len(group))]
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
-        # FLOAT sums: [exact sum * 2**1074 (object), +inf count, -inf count, nan count]; ``sums`` holds its value
-        self.exact = {a: [np.zeros(0, dtype=object)] + [np.zeros(0, dtype=np.int64) for _ in range(3)]
-                      for a in self.sum_cols if self.sum_float[a]}
+        self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
 
     def _state_bytes(self) -> int:
         return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes
                 + sum(a.nbytes for a in self.sums.values())
-                + sum(deep_bytes(st[0].tolist()) + sum(c.nbytes for c in st[1:]) for st in self.exact.values())
+                + sum(f.nbytes() for f in self.fsums.values())
                 + (self.int_ids.nbytes() if self.int_ids is not None else 0)
                 + sum(b.nbytes for b in self.held))
 
@@ -114,7 +114,8 @@ class VectorAggregateOp(FinalInstantsOperator):
             size = max(n, 2 * cap, 64)
             self.count = _grown(self.count, size)
             self.sums = {a: _grown(v, size) for a, v in self.sums.items()}
-            self.exact = {a: [_grown(c, size) for c in st] for a, st in self.exact.items()}
+            for f in self.fsums.values():
+                f.grow(size)
             self.key_cols = [_grown(k, size) for k in self.key_cols]
         self.n = n
 
@@ -142,21 +143,24 @@ class VectorAggregateOp(FinalInstantsOperator):
         grp_start[1:] = g_s[1:] != g_s[:-1]
         starts_idx = np.nonzero(grp_start)[0]
         # running count after each row, per group
-        run_cnt = self._running(sign, grp_start, starts_idx, self.count[g_s])
-        run_sum, run_exact = {}, {}
+        run_cnt = running(sign, grp_start, starts_idx, self.count[g_s])
+        run_sum = {}
         for a in self.sum_cols:
             v = batch.cols[a][order]
             if self.sum_float[a]:
-                # exact running state per row (integer sum and non-finite counts); values only at segment ends
-                deltas = [_exact_ints(v) * sign.astype(object), sign * (v == np.inf), sign * (v == -np.inf),
-                          sign * np.isnan(v)]
-                run_exact[a] = [self._running(d, grp_start, starts_idx, st[g_s])
-                                for d, st in zip(deltas, self.exact[a])]
-                rs = np.zeros(n, dtype=np.float64)
-                rs[ends] = _exact_value(*[r[ends] for r in run_exact[a]])
+                rs = np.zeros(n, dtype=np.float64)          # exact; values only at segment ends
+                rs[ends] = self.fsums[a].step(v, sign, g_s, grp_start, starts_idx, ends)
                 run_sum[a] = rs
             else:
-                run_sum[a] = self._running(sign * v, grp_start, starts_idx, self.sums[a][g_s])
+                base = self.sums[a][g_s]
+                if base.dtype != object and _may_overflow(base, v):
+                    # INT sums beyond 64 bits: exact Python integers from now on (SUM wraps on output, as INT
+                    # arithmetic does; AVG is the exact mean)
+                    self.sums[a] = self.sums[a].astype(object)
+                    base = base.astype(object)
+                if base.dtype == object:
+                    v = v.astype(object)
+                run_sum[a] = running(sign * v, grp_start, starts_idx, base)
         seg_g = g_s[ends]
         seg_t = t_s[ends]
         new_cnt = run_cnt[ends]
@@ -176,8 +180,11 @@ class VectorAggregateOp(FinalInstantsOperator):
                 os_ = np.where(old_cnt > 0, os_, 0)
                 if f == "AVG":
                     with np.errstate(invalid="ignore", divide="ignore"):
-                        nv = np.where(new_cnt > 0, ns / np.maximum(new_cnt, 1), 0.0)
-                        ov = np.where(old_cnt > 0, os_ / np.maximum(old_cnt, 1), 0.0)
+                        nc, oc = np.maximum(new_cnt, 1), np.maximum(old_cnt, 1)
+                        if ns.dtype == object:          # exact integers: Python's correctly rounded quotient
+                            nc, oc = nc.astype(object), oc.astype(object)
+                        nv = np.where(new_cnt > 0, ns / nc, 0.0).astype(np.float64)
+                        ov = np.where(old_cnt > 0, os_ / oc, 0.0).astype(np.float64)
                 else:
                     nv, ov = ns, os_
             new_vals.append(nv)
@@ -190,14 +197,15 @@ class VectorAggregateOp(FinalInstantsOperator):
         for a in self.sum_cols:
             fin = run_sum[a][ends][last_of_group]
             self.sums[a][fg] = np.where(self.count[fg] > 0, fin, 0)
-            if a in run_exact:
-                live = self.count[fg] > 0
-                for st, r in zip(self.exact[a], run_exact[a]):
-                    st[fg] = np.where(live, r[ends][last_of_group], 0)
+            if a in self.fsums:
+                self.fsums[a].commit(fg, ends[last_of_group], self.count[fg] > 0)
         # emit: -old where the group existed and changed, +new where it exists and changed
         changed = (old_cnt > 0) != (new_cnt > 0)
         for nv, ov in zip(new_vals, old_vals):
-            changed |= nv != ov
+            differ = nv != ov
+            if nv.dtype.kind == "f":
+                differ &= ~(np.isnan(nv) & np.isnan(ov))     # NaN stays NaN: no change (contract)
+            changed |= differ
         dele = changed & (old_cnt > 0)
         ins = changed & (new_cnt > 0)
         if not (dele.any() or ins.any()):
@@ -213,56 +221,32 @@ class VectorAggregateOp(FinalInstantsOperator):
         is_del = sgn < 0
         cols = [kc[seg_g[seg]] for kc in self.key_cols]
         for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
-            v = np.where(is_del, ov[seg], nv[seg]).astype(self.dtypes[len(self.group) + j], copy=False)
+            v = np.where(is_del, ov[seg], nv[seg])
+            if v.dtype == object:
+                v = _wrap64(v)
+            v = v.astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
         self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
 
-    @staticmethod
-    def _running(vals: np.ndarray, grp_start: np.ndarray, starts_idx: np.ndarray, base: np.ndarray):
-        """Per-group running integer total after each row (rows sorted by group), starting from ``base``: one
-        cumulative sum (exact FLOAT sums are integers too, in object arrays)."""
-        group_no = np.cumsum(grp_start) - 1
-        cs = np.cumsum(vals)
-        before = cs[starts_idx] - vals[starts_idx]
-        return cs - before[group_no] + base
+
+def _may_overflow(base: np.ndarray, v: np.ndarray) -> bool:
+    """Whether a running INT sum starting from ``base`` (the touched groups' sums) and adding ``v`` can leave
+    int64: a bound in floats, with a margin."""
+    if not len(v):
+        return False
+    bound = float(np.abs(base.astype(np.float64)).max(initial=0.0)) + float(np.abs(v.astype(np.float64)).sum())
+    return bound >= 2.0**62
 
 
-SCALE = 2**1074       # every finite float64 is an integer multiple of 2**-1074
-_MANT = float(2**53)
-
-
-def _exact_ints(v: np.ndarray) -> np.ndarray:
-    """Each float as the exact integer v * 2**1074 (object array of Python ints); non-finite values count 0
-    here (they are counted apart). frexp gives v = m * 2**e with m * 2**53 an integer, so no rounding."""
-    m, e = np.frexp(np.where(np.isfinite(v), v, 0.0))
-    mant = (m * _MANT).astype(np.int64).astype(object)
-    shift = e.astype(np.int64) + (1074 - 53)
-    # subnormals shift right, exactly: their low mantissa bits are zero
-    return np.right_shift(np.left_shift(mant, np.maximum(shift, 0).astype(object)),
-                          np.maximum(-shift, 0).astype(object))
-
-
-def _ratio(x: int) -> float:
-    try:
-        return x / SCALE                     # Python rounds an integer quotient correctly
-    except OverflowError:                    # beyond the float range: as IEEE addition would give
-        return float("inf") if x > 0 else float("-inf")
-
-
-def _exact_value(total: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, nan: np.ndarray) -> np.ndarray:
-    """The float value of exact sums: the correctly rounded sum, or inf, -inf, nan by IEEE 754 rules."""
-    try:
-        out = (total / SCALE).astype(np.float64)        # int.__truediv__ per element, in numpy's loop
-    except OverflowError:
-        out = np.fromiter((_ratio(x) for x in total.tolist()), dtype=np.float64, count=len(total))
-    out = np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, out))
-    return np.where((nan > 0) | ((pinf > 0) & (ninf > 0)), np.nan, out)
+def _wrap64(x: np.ndarray) -> np.ndarray:
+    """Python integers to int64, wrapping around as two's complement arithmetic does."""
+    return np.fromiter(((int(v) + 2**63) % 2**64 - 2**63 for v in x.tolist()), dtype=np.int64, count=len(x))
 
 
 def _grown(a: np.ndarray, size: int) -> np.ndarray:
-    """``a`` copied into a zeroed array of ``size`` elements."""
-    out = np.zeros(size, dtype=a.dtype)
-    out[:len(a)] = a
+    """``a`` copied into a zeroed array of ``size`` along its last axis."""
+    out = np.zeros(a.shape[:-1] + (size,), dtype=a.dtype)
+    out[..., :a.shape[-1]] = a
     return out
 
 

@@ -227,7 +227,9 @@ class Binder:
         lnode = self._cast_float(lnode, lfix, left.names)
         rnode = self._cast_float(rnode, rfix, right.names)
         node = L.SetOp(lnode, rnode, q.op, q.all, names=left.names)
-        aggregate = left.aggregate or right.aggregate
+        # a stream-valued branch is read through [RANGE UNBOUNDED] like a stream in FROM: it is a stream input,
+        # not an aggregate, whatever made it (so the union of two streams is their merge, a stream)
+        aggregate = any(b.aggregate and b.kind == L.RELATION for b in (left, right))
         has_stream = left.from_has_stream or right.from_has_stream
         b = Bound(node, L.RELATION, left.names, tuple(types), aggregate, has_stream)
         return self._implicit_istream(b, context)
@@ -349,8 +351,8 @@ class Binder:
         if isinstance(expr, ast.Aggregate):
             raise SchemaError(f"{_at(expr.pos)}aggregate {expr.func} is not allowed here")
         if isinstance(expr, ast.ScalarSubquery | ast.InSubquery | ast.Exists | ast.Quantified):
-            raise SchemaError(f"{_at(expr.pos)}a subquery is only supported as a condition of WHERE "
-                              "joined by AND")
+            raise SchemaError(f"{_at(expr.pos)}a subquery is only supported in FROM and as a condition in WHERE "
+                              "(not in the select list, HAVING or inside an expression)")
         return map_expr(expr, lambda e: self.bind_expr(e, scope, allow_outer))
 
     def _unknown_column(self, ref: ast.ColumnRef, scope: Scope):
@@ -399,7 +401,7 @@ class Binder:
                 raise SchemaError(f"{_at(c.pos)}aggregates are not allowed in WHERE; use HAVING")
         node = self._join_items(nodes, items, [self.bind_expr(c, scope) for c in plain], scope, plain)
         for c in subs:
-            node = self._bind_subquery_conjunct(node, c, scope)
+            node = self._bind_condition(node, c, scope)
 
         is_agg = bool(q.group_by) or any(
             not isinstance(it.expr, ast.Star) and has_aggregate(it.expr) for it in q.items
@@ -480,6 +482,33 @@ class Binder:
 
     # ---------------- subqueries in WHERE
 
+    def _bind_condition(self, node, c, scope: Scope):
+        """``node`` (the FROM items, columns as in ``scope``) filtered by WHERE condition ``c``, which reads a
+        subquery. NOT is pushed inward (De Morgan, and each subquery form has its negation, all valid in SQL's
+        three-valued logic); ``A OR B`` becomes the bag union of ``A`` and ``NOT A AND B``, disjoint, so each
+        row passes once (A must then be two-valued: at most one side may compare with a scalar subquery, whose
+        empty result is unknown, and that side goes second)."""
+        c = _push_not(c)
+        if isinstance(c, ast.BinaryOp) and c.op == "AND":
+            for part in conjuncts(c):
+                node = self._bind_condition(node, part, scope)
+            return node
+        if not has_subquery(c):
+            pred = self.bind_expr(c, scope)
+            self._check_bool(pred, scope.types(), c)
+            return L.Filter(node, pred, names=node.names)
+        if isinstance(c, ast.BinaryOp) and c.op == "OR":
+            a, b = c.left, c.right
+            if _maybe_unknown(a):
+                if _maybe_unknown(b):
+                    raise SchemaError(f"{_at(c.pos)}OR between two comparisons with scalar subqueries is not "
+                                      "supported")
+                a, b = b, a
+            first = self._bind_condition(node, a, scope)
+            second = self._bind_condition(node, ast.BinaryOp("AND", ast.UnaryOp("NOT", a), b), scope)
+            return L.SetOp(first, second, "UNION", True, names=node.names)
+        return self._bind_subquery_conjunct(node, c, scope)
+
     def _bind_subquery_conjunct(self, node, c, scope: Scope):
         neg = False
         if isinstance(c, ast.UnaryOp) and c.op == "NOT" and isinstance(c.operand, ast.Exists | ast.InSubquery):
@@ -514,11 +543,12 @@ class Binder:
             left_expr = self.bind_expr(expr, scope)
             right, rtypes, corr = self._bind_sub(sub.query, scope, need_columns=1, scalar=True)
             self._comparable(self._type(left_expr, types), rtypes[0], c.pos, op)
-            pred = and_all([ast.BinaryOp(op, left_expr, positional(width)), *corr])
-            joined = self._make_join(node, right, width, pred)
-            return L.Project(joined, tuple(positional(i) for i in range(width)), node.types, names=node.names)
+            # a semi-join: the row passes once when the comparison holds (no row: unknown, dropped); a
+            # subquery with several rows (an error in SQL, which a stream cannot stop on) acts as op ANY
+            return self._semi(node, right, width, [ast.BinaryOp(op, left_expr, positional(width)), *corr],
+                              anti=False)
         raise SchemaError(f"{_at(c.pos)}a subquery in WHERE must be EXISTS, IN, a comparison with ALL/ANY, or "
-                          "a comparison with a scalar subquery, joined to the rest by AND")
+                          "a comparison with a scalar subquery, combined with AND, OR and NOT")
 
     def _comparable(self, a: str, b: str, pos, op: str):
         if a == b or (a in NUMERIC and b in NUMERIC):
@@ -736,8 +766,28 @@ class Binder:
 
     def _bind_aggregate(self, node, q: ast.Select, scope: Scope):
         types = scope.types()
-        group_exprs = [self.bind_expr(g, scope) for g in q.group_by]
+        group_exprs = [self.bind_expr(self._group_key(g, q, scope), scope) for g in q.group_by]
         return self._aggregate_core(node, types, group_exprs, list(q.items), q.having, scope)
+
+    def _group_key(self, g, q: ast.Select, scope: Scope):
+        """A GROUP BY item as PostgreSQL reads it: an integer is the position of a select item, a bare name that
+        is no input column is the select item of that alias, anything else an expression over the input."""
+        if isinstance(g, ast.Literal) and g.type == "INT":
+            k = g.value
+            if not 1 <= k <= len(q.items):
+                raise SchemaError(f"{_at(g.pos)}GROUP BY position {k} is not in the select list "
+                                  f"(1 to {len(q.items)})")
+            e = q.items[k - 1].expr
+        elif isinstance(g, ast.ColumnRef) and g.qualifier is None and scope.find(g) is None:
+            named = [it.expr for it in q.items if it.alias and it.alias.lower() == g.name.lower()]
+            if len(named) != 1:
+                return g                     # unknown (or ambiguous): bind_expr says so
+            e = named[0]
+        else:
+            return g
+        if isinstance(e, ast.Star) or has_aggregate(e):
+            raise SchemaError(f"{_at(g.pos)}GROUP BY cannot use a select item that is * or an aggregate")
+        return e
 
     def _aggregate_core(self, node, types, group_exprs, items, having, scope, extra_group_out=False):
         pre_exprs = list(group_exprs)
@@ -812,6 +862,33 @@ class Binder:
             names = [f"k{i}" for i in range(len(group_exprs))] + names
         names = dedupe(names)
         return L.Project(cur, tuple(outs), out_types, names=tuple(names)), tuple(names), out_types
+
+
+_NEGATED = {"=": "<>", "<>": "=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+
+def _push_not(c):
+    """``c`` with a leading NOT moved inward as far as subqueries need (plain parts keep their NOT)."""
+    if not (isinstance(c, ast.UnaryOp) and c.op == "NOT") or not has_subquery(c.operand):
+        return c
+    e = c.operand
+    if isinstance(e, ast.UnaryOp) and e.op == "NOT":
+        return _push_not(e.operand)
+    if isinstance(e, ast.BinaryOp) and e.op in ("AND", "OR"):
+        return ast.BinaryOp("OR" if e.op == "AND" else "AND", ast.UnaryOp("NOT", e.left),
+                            ast.UnaryOp("NOT", e.right), pos=e.pos)
+    if isinstance(e, ast.Exists | ast.InSubquery):
+        return replace(e, negated=not e.negated)
+    if isinstance(e, ast.Quantified):
+        return replace(e, op=_NEGATED[e.op], quantifier="ANY" if e.quantifier == "ALL" else "ALL")
+    if isinstance(e, ast.BinaryOp) and e.op in _NEGATED:
+        return replace(e, op=_NEGATED[e.op])
+    return c
+
+
+def _maybe_unknown(c) -> bool:
+    """Whether condition ``c`` can be unknown: it compares with a scalar subquery, which may yield no row."""
+    return any(isinstance(e, ast.ScalarSubquery) for e in iter_expr(c))
 
 
 def dedupe(names: list[str]) -> list[str]:

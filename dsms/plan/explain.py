@@ -9,19 +9,30 @@ import xml.etree.ElementTree as ET
 from dsms.plan.xml_plan import to_element
 
 
+def _inputs(op) -> list[tuple[str, object]]:
+    """(id, queue or None) of what feeds ``op``: its input queues, or the windows fused into it."""
+    windows = getattr(op, "windows", None) or [None] * len(op.input_queues)
+    return [(w.id, None) if w is not None else (q.id, q) for q, w in zip(op.input_queues, windows)]
+
+
+def _output(op) -> tuple[str, object]:
+    """(id, queue or None) of where ``op``'s output goes: its queue, or the join it is fused into."""
+    return (op.fused.id, None) if op.fused is not None else (op.output.id, op.output)
+
+
 def plan_entities(engine, query_id: str) -> dict:
-    """The entities of one query's plan and the edges between them, producers first."""
+    """The entities of one query's plan and the edges between them, producers first. A window fused into a
+    join (``JoinOp.fuse_window``) has no output queue: its edge goes straight to the join."""
     ops = [op for op in engine.ops if query_id in op.owners]
     queue_ids = {}
     for s in engine.sources.values():
         queue_ids[id(s.queue)] = (s.queue, f"source:{s.obj.name}")
-    for op in ops:
-        for q in op.input_queues:
-            queue_ids.setdefault(id(q), (q, None))
-        queue_ids.setdefault(id(op.output), (op.output, None))
     used = set()
     for op in ops:
-        used |= {id(q) for q in op.input_queues} | {id(op.output)}
+        for q in [q for _, q in _inputs(op)] + [_output(op)[1]]:
+            if q is not None:
+                queue_ids.setdefault(id(q), (q, None))
+                used.add(id(q))
     query = engine.query_list[query_id]
     used.add(id(query.reader.queue))
     queues = []
@@ -33,12 +44,14 @@ def plan_entities(engine, query_id: str) -> dict:
     operators = []
     edges = []
     for op in ops:
-        operators.append({"id": op.id, "kind": op.kind, "label": op.detail, "owners": sorted(op.owners),
-                          "shared": len(op.owners) > 1, "inputs": [q.id for q in op.input_queues],
-                          "output": op.output.id})
-        for q in op.input_queues:
-            edges.append({"from": q.id, "to": op.id})
-        edges.append({"from": op.id, "to": op.output.id})
+        inputs, output = [i for i, _ in _inputs(op)], _output(op)[0]
+        entry = {"id": op.id, "kind": op.kind, "label": op.detail, "owners": sorted(op.owners),
+                 "shared": len(op.owners) > 1, "inputs": inputs, "output": output}
+        if op.fused is not None:
+            entry["fused_into"] = output
+        operators.append(entry)
+        edges += [{"from": i, "to": op.id} for i in inputs if not i.startswith("op:")]
+        edges.append({"from": op.id, "to": output})
     return {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
             "queues": queues, "edges": edges}
 
@@ -48,8 +61,9 @@ def explain_text(engine, query_id: str) -> str:
     lines = [f"query {query_id} ({plan['kind']}) -> {plan['output']}"]
     for op in plan["operators"]:
         shared = f"  [shared by {', '.join(op['owners'])}]" if op["shared"] else ""
+        fused = ", fused" if "fused_into" in op else ""
         lines.append(f"  {op['id']} {op['kind']}{': ' + op['label'] if op['label'] else ''}"
-                     f"  ({', '.join(op['inputs'])} -> {op['output']}){shared}")
+                     f"  ({', '.join(op['inputs'])} -> {op['output']}{fused}){shared}")
     return "\n".join(lines)
 
 
@@ -64,8 +78,11 @@ def explain_xml(engine, query_id: str) -> str:
         el = ET.SubElement(doc, "operator", id=op["id"], kind=op["kind"], label=op["label"],
                            owners=" ".join(op["owners"]))
         for q in op["inputs"]:
-            ET.SubElement(el, "input", queue=q)
-        ET.SubElement(el, "output", queue=op["output"])
+            ET.SubElement(el, "input", **({"operator": q} if q.startswith("op:") else {"queue": q}))
+        if "fused_into" in op:
+            ET.SubElement(el, "output", operator=op["output"], fused="true")
+        else:
+            ET.SubElement(el, "output", queue=op["output"])
     logical = ET.SubElement(doc, "logical")
     logical.append(to_element(engine.query_list[query_id].node))
     return ET.tostring(doc, encoding="unicode")

@@ -64,6 +64,8 @@ class PhysicalPlanner:
     def build(self, node, query_id: str) -> Queue:
         built = self.memo.get(node)
         if built is not None and (not built.stateful or built.epoch == self.engine.input_epoch):
+            if built.op is not None and built.op.fused is not None:
+                self._unfuse(built.op)                  # shared from now on: it needs its output queue again
             built.users.add(query_id)
             if built.op is not None:
                 built.op.owners.add(query_id)
@@ -201,7 +203,30 @@ class PhysicalPlanner:
         right = self.build(node.right, qid)
         out = self._new_queue()
         pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
-        return out, JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types))
+        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types))
+        if left is not right:
+            for side, (child, queue) in enumerate(((node.left, left), (node.right, right))):
+                window = self._fusable(child, queue, op.readers[side])
+                if window is not None:
+                    op.fuse_window(side, window)
+                    self.engine.retire_queue(queue)
+        return out, op
+
+    def _fusable(self, node, queue: Queue, reader) -> RangeWindowOp | None:
+        """The RANGE window that ``node`` built into ``queue`` for this join alone (its output has no other
+        reader), which the join can run inside itself (``JoinOp.fuse_window``); None otherwise."""
+        built = self.memo.get(node)
+        if not isinstance(node, L.Window) or built is None or built.queue is not queue:
+            return None
+        op = built.op
+        if isinstance(op, RangeWindowOp) and op.fused is None and queue._readers == [reader]:
+            return op
+        return None
+
+    def _unfuse(self, window: RangeWindowOp) -> None:
+        join = window.fused
+        self.engine.restore_queue(window.output)
+        join.unfuse_window(join.windows.index(window))
 
     def _SemiJoin(self, node: L.SemiJoin, qid):
         left = self.build(node.left, qid)

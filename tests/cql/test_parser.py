@@ -410,6 +410,12 @@ def test_between():
 def test_like():
     assert parse_expr("u LIKE 'http://%'") == Like(c("u"), s("http://%"))
     assert parse_expr("u NOT LIKE '_x'") == Like(c("u"), s("_x"), negated=True)
+    assert parse_expr("u LIKE '50!%' ESCAPE '!'") == Like(c("u"), s("50!%"), escape="!")
+    assert parse_expr("u NOT LIKE '5%' ESCAPE ''") == Like(c("u"), s("5%"), negated=True)
+    with pytest.raises(CQLError, match="ESCAPE needs a string literal of one character"):
+        parse_expr("u LIKE 'a' ESCAPE '!!'")
+    with pytest.raises(CQLError, match="must not end with its escape character"):
+        parse_expr("u LIKE 'a!' ESCAPE '!'")
 
 
 def test_exists():

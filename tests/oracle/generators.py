@@ -35,7 +35,7 @@ RELATIONS = {"R": ("a", "e"), "P": ("e", "g")}
 
 A_VALUES = [0, 1, 2, 3]
 B_VALUES = [-3, -1, 0, 1, 2, 5]
-C_VALUES = ["a", "ab", "b", "Ba", "abc", ""]
+C_VALUES = ["a", "ab", "b", "Ba", "abc", "", "a_"]
 D_VALUES = [-1.5, 0.5, 1.0, 2.25, 3.0]
 E_VALUES = ["x", "y", "zz"]
 G_VALUES = [0, 1, 2]
@@ -259,7 +259,7 @@ def inputs(draw, max_events: int = 20, max_ts: int = 60):
 # ------------------------------------------------------------------------------------------------ expressions
 # An environment is a list of (column reference text, TYPE) that an expression may use.
 
-_LIKE = ["'a%'", "'%b'", "'_b%'", "'%'", "'a_c'", "'B%'", "''"]
+_LIKE = ["'a%'", "'%b'", "'_b%'", "'%'", "'a_c'", "'B%'", "''", "'a!_%' ESCAPE '!'", "'%!%' ESCAPE '!'"]
 
 
 def _cols(env, typ):
@@ -299,10 +299,12 @@ def float_expr(draw, env, depth=2):
     floats = _cols(env, "FLOAT")
     options = ["from_int"] + (["col", "col"] if floats else [])
     if depth > 0:
-        options += ["arith", "half", "case"]
+        options += ["arith", "half", "case", "div"]
     k = draw(st.sampled_from(options))
     if k == "col":
         return draw(st.sampled_from(floats))
+    if k == "div":                       # by an INT that may be 0: IEEE infinities and NaN (contract)
+        return f"({float_expr(draw, env, depth - 1)} / {int_expr(draw, env, 0)})"
     if k == "from_int":
         return f"({int_expr(draw, env, 1)} * {draw(st.sampled_from(['1.5', '0.5', '2.0']))})"
     if k == "arith":
@@ -318,10 +320,12 @@ def str_expr(draw, env, depth=2):
     strs = _cols(env, "STRING")
     options = ["lit"] + (["col"] * 3 if strs else [])
     if depth > 0:
-        options += (["lower", "upper"] if strs else []) + ["case"]
+        options += (["lower", "upper"] if strs else []) + ["case", "concat"]
     k = draw(st.sampled_from(options))
     if k == "col":
         return draw(st.sampled_from(strs))
+    if k == "concat":
+        return f"({str_expr(draw, env, depth - 1)} || {str_expr(draw, env, 0)})"
     if k == "lit":
         return draw(st.sampled_from(["'a'", "'ab'", "'x'", "'zz'", "''"]))
     if k in ("lower", "upper"):
@@ -482,7 +486,8 @@ def join_queries(draw):
 
 _AGGS_S = ["COUNT(*)", "COUNT(X.b)", "COUNT(DISTINCT X.c)", "SUM(X.b)", "AVG(X.b)", "MIN(X.c)", "MAX(X.b)",
            "MIN(X.b)", "SUM(X.b * 2)", "MAX(LENGTH(X.c))", "COUNT(DISTINCT X.a)", "MAX(X.c)"]
-_AGGS_T = ["COUNT(*)", "SUM(X.d)", "AVG(X.d)", "MIN(X.d)", "MAX(X.d)", "SUM(X.a)", "AVG(X.a)", "COUNT(DISTINCT X.d)"]
+_AGGS_T = ["COUNT(*)", "SUM(X.d)", "AVG(X.d)", "MIN(X.d)", "MAX(X.d)", "SUM(X.a)", "AVG(X.a)", "COUNT(DISTINCT X.d)",
+           "SUM(X.d / X.a)", "MAX(X.d / X.a)", "COUNT(DISTINCT X.d / X.a)"]     # X.a = 0: inf, -inf, NaN
 _STRING_AGGS = ("MIN(X.c)", "MAX(X.c)")
 
 
@@ -507,12 +512,14 @@ def aggregate_queries(draw):
         where = " WHERE X.a = R.a" + (f" AND {pred(draw, env, 0)}" if where else "")
         group = ["R.e"]
     else:
+        # keys: columns, or expressions (an INT one and a BOOLEAN one), selected or not
         group = [] if k == "global" else draw(st.lists(
-            st.sampled_from([r for r, t in env if t != "FLOAT"]), min_size=1, max_size=2, unique=True))
+            st.sampled_from([r for r, t in env if t != "FLOAT"] + ["X.a % 2", "X.a > 1"]), min_size=1, max_size=2,
+            unique=True))
         item2 = ""
     pool = _AGGS_S if name == "S" else _AGGS_T
     aggs = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
-    sel = list(group)
+    sel = [g for g in group if draw(st.integers(0, 3))] or group[:1]
     for i, a in enumerate(aggs):
         form = draw(st.integers(0, 4))
         if form == 0:
@@ -526,17 +533,26 @@ def aggregate_queries(draw):
         h = draw(st.sampled_from(["COUNT(*) > 1", "COUNT(*) >= 2 OR " + pool[3] + " > 1", pool[6] + " <> 0"
                                   if name == "S" else "MAX(X.d) > 0.5", "SUM(X.a) >= 2"]))
         having = f" HAVING {h}"
-    group_by = f" GROUP BY {', '.join(group)}" if group else ""
+    # a selected key may be written as its position in the select list (PostgreSQL's GROUP BY 1, contract)
+    keys = [str(sel.index(g) + 1) if g in sel and draw(st.integers(0, 3)) == 0 else g for g in group]
+    group_by = f" GROUP BY {', '.join(keys)}" if group else ""
     distinct = "DISTINCT " if draw(st.integers(0, 5)) == 0 else ""
     return (), f"SELECT {distinct}{', '.join(sel)} FROM {item}{item2}{where}{group_by}{having}"
 
 
 def _branch(draw, shape):
     """One set-operation branch with the given shape: ("a",) or ("a", "s")."""
-    src = draw(st.sampled_from(["S", "S", "T", "R", "Sagg"]))
+    src = draw(st.sampled_from(["S", "S", "T", "R", "Sagg", "Sstream"]))
     if src == "Sagg" and shape == ("a",):
         item, env = _stream_item(draw, "S", "X")
         return f"SELECT MAX(X.a) AS a FROM {item}"
+    if src == "Sstream":            # a stream-valued branch: read through RANGE UNBOUNDED (contract)
+        item, env = _stream_item(draw, "S", "X")
+        op = draw(st.sampled_from(["ISTREAM", "DSTREAM", "RSTREAM"]))
+        cols = "X.a, X.c" if shape == ("a", "s") else "X.a"
+        if shape == ("a",) and draw(st.booleans()):
+            return f"{op}(SELECT MAX(X.a) AS a FROM {item})"
+        return f"SELECT {op}({cols}) FROM {item}"
     if src == "Sagg":
         src = "S"
     if src == "R":
@@ -693,6 +709,13 @@ def subquery_queries(draw):
     ]))
     if draw(st.integers(0, 3)) == 0:
         sub = f"{sub} AND {pred(draw, env, 0)}"
+    shape = draw(st.integers(0, 5))     # under NOT, or OR-ed with a plain condition (either side)
+    if shape == 0:
+        sub = f"NOT ({sub})"
+    elif shape == 1:
+        sub = f"({sub} OR {pred(draw, env, 0)})"
+    elif shape == 2:
+        sub = f"({pred(draw, env, 0)} OR {sub})"
     if draw(st.integers(0, 3)) == 0:
         return (), f"SELECT X.a, COUNT(*) AS n FROM {item} WHERE {sub} GROUP BY X.a"
     return (), f"SELECT {_items(draw, env, 2, star=False)} FROM {item} WHERE {sub}"

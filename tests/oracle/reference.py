@@ -59,11 +59,15 @@ _ZERO = {"INT": 0, "FLOAT": 0.0, "STRING": "", "BOOLEAN": False, "TIMESTAMP": 0}
 _NUMERIC = ("INT", "FLOAT", "TIMESTAMP")
 
 
+_NAN = math.nan
+
+
 def _cast(v, typ):
     if v is None:
         raise Unsupported("a NULL (empty scalar subquery) reached a result column")
     if typ == "FLOAT":
-        return float(v)
+        v = float(v)
+        return _NAN if v != v else v      # one NaN object: rows with NaN are equal as bag elements (contract)
     if typ in ("INT", "TIMESTAMP"):
         return int(v)
     if typ == "BOOLEAN":
@@ -84,6 +88,48 @@ def _unify(types):
 
 def _is_float(v):
     return isinstance(v, float)
+
+
+def _ticks(t, index=None):
+    """A timestamp given as an ISO 8601 string (SPEC section 6): milliseconds since the epoch, UTC when no zone
+    is given; integers unchanged."""
+    if not isinstance(t, str):
+        return t
+    import datetime
+
+    try:
+        d = datetime.datetime.fromisoformat(t.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"{t!r} is not an ISO 8601 date-time", index=index) from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=datetime.UTC)
+    return (d - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)) // datetime.timedelta(milliseconds=1)
+
+
+def _wrap(v):
+    """INT results wrap around in two's complement int64 (contract: INT arithmetic and SUM of INT, as numpy)."""
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+        return (v + 2**63) % 2**64 - 2**63
+    return v
+
+
+def _arith_type(t):
+    return "FLOAT" if t == "FLOAT" else "INT"
+
+
+def _fsum(vals):
+    """The correctly rounded sum of FLOATs; IEEE 754 for infinities and nan, and a finite sum beyond the float
+    range is an infinity (math.fsum raises on both)."""
+    if any(math.isnan(v) for v in vals) or (math.inf in vals and -math.inf in vals):
+        return math.nan
+    if math.inf in vals or -math.inf in vals:
+        return math.inf if math.inf in vals else -math.inf
+    try:
+        return math.fsum(vals)
+    except OverflowError:
+        from fractions import Fraction
+
+        return math.inf if sum(map(Fraction, vals)) > 0 else -math.inf
 
 
 def _div(a, b):
@@ -121,11 +167,19 @@ _ARITH = {
 _like_cache: dict[str, re.Pattern] = {}
 
 
-def _like(s, pattern):
-    rx = _like_cache.get(pattern)
+def _like(s, pattern, escape=None):
+    rx = _like_cache.get((pattern, escape))
     if rx is None:
-        parts = ["." if ch == "_" else ".*" if ch == "%" else re.escape(ch) for ch in pattern]
-        rx = _like_cache[pattern] = re.compile("".join(parts), re.DOTALL)
+        parts, literal = [], False
+        for ch in pattern:
+            if literal:
+                parts.append(re.escape(ch))
+                literal = False
+            elif ch == escape:
+                literal = True
+            else:
+                parts.append("." if ch == "_" else ".*" if ch == "%" else re.escape(ch))
+        rx = _like_cache[(pattern, escape)] = re.compile("".join(parts), re.DOTALL)
     return rx.fullmatch(s) is not None
 
 
@@ -337,7 +391,7 @@ class Reference:
         if not isinstance(s, _Stream):
             raise SchemaError(f"'{name}' is not a stream")
         rows = list(rows)
-        tss = [ts] * len(rows) if isinstance(ts, int) else list(ts)
+        tss = [_ticks(ts)] * len(rows) if isinstance(ts, (int, str)) else [_ticks(t) for t in ts]
         if len(tss) != len(rows):
             raise InputError("ts must be an int or one timestamp per row")
         last = s.elements[-1][0] if s.elements else self._hb
@@ -357,6 +411,7 @@ class Reference:
         rel = self.objects.get(name.lower())
         if not isinstance(rel, _Relation):
             raise SchemaError(f"'{name}' is not a relation")
+        ts = _ticks(ts)
         if rel.updates and ts < rel.updates[-1][0] or ts < self._hb:
             raise InputError(f"timestamp {ts} goes backwards")
         ins = [self._row(rel, r, i) for i, r in enumerate(insert)]
@@ -379,7 +434,7 @@ class Reference:
 
     def heartbeat(self, h: int, name: str | None = None) -> None:
         if name is None:
-            self._hb = max(self._hb, h)
+            self._hb = max(self._hb, _ticks(h))
 
     @staticmethod
     def _row(obj, row, i):
@@ -394,6 +449,8 @@ class Reference:
                     raise InputError(f"column '{cname}' wants FLOAT, got {v!r}", index=i)
                 v = float(v)
             elif ctype in ("INT", "TIMESTAMP"):
+                if ctype == "TIMESTAMP" and isinstance(v, str):
+                    v = _ticks(v, i)
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise InputError(f"column '{cname}' wants INT, got {v!r}", index=i)
             elif ctype == "STRING":
@@ -544,6 +601,7 @@ class Reference:
 
     @staticmethod
     def _leaves(q):
+        """The branches of a set operation (a parenthesised StreamOp around one is a leaf)."""
         if isinstance(q, A.SetOp):
             return Reference._leaves(q.left) + Reference._leaves(q.right)
         return [q]
@@ -554,12 +612,11 @@ class Reference:
         if self._explicit_stream(q):
             return True
         leaves = self._leaves(q)
-        for leaf in leaves:
-            if not isinstance(leaf, A.Select) or leaf.stream_op is not None:
-                raise Unsupported("a set operation over a stream-valued branch")
-        if any(self._is_agg(leaf) for leaf in leaves):
+        # a stream-valued branch (explicit ISTREAM/DSTREAM/RSTREAM) is a stream input that does not aggregate
+        if any(not self._explicit_stream(leaf) and self._is_agg(leaf) for leaf in leaves):
             return False
-        return any(self._item_is_stream(fi) for leaf in leaves for fi in leaf.from_)
+        return any(self._explicit_stream(leaf) or any(self._item_is_stream(fi) for fi in leaf.from_)
+                   for leaf in leaves)
 
     def _item_is_stream(self, fi):
         if fi.stream_op is not None:
@@ -599,6 +656,29 @@ class Reference:
                 off += len(cols)
             sc = self._memo[key] = _Scope(items)
         return sc
+
+    def _group_by(self, sel):
+        """The GROUP BY expressions, read as PostgreSQL does (contract): an integer literal k is the k-th select
+        item's expression; a bare name that no FROM item has is the select item with that alias."""
+        key = ("group_by", id(sel))
+        out = self._memo.get(key)
+        if out is None:
+            sc = self._scope(sel)
+            out = []
+            for g in sel.group_by:
+                if isinstance(g, A.Literal) and g.type == "INT":
+                    if not 1 <= g.value <= len(sel.items):
+                        raise SchemaError(f"GROUP BY position {g.value} is not in the select list")
+                    g = sel.items[g.value - 1].expr
+                elif isinstance(g, A.ColumnRef) and g.qualifier is None and sc.resolve(g) is None:
+                    named = [it.expr for it in sel.items if it.alias and it.alias.lower() == g.name.lower()]
+                    if len(named) == 1:
+                        g = named[0]
+                if isinstance(g, A.Star) or any(isinstance(n, A.Aggregate) for n in _expr_nodes(g)):
+                    raise SchemaError("GROUP BY cannot use a select item that is * or an aggregate")
+                out.append(g)
+            self._memo[key] = out
+        return out
 
     def _item_scope(self, sel, k):
         """Scope of FROM item k alone (window-internal WHERE and PARTITION BY see only their own stream)."""
@@ -679,24 +759,30 @@ class Reference:
         if t is A.ColumnRef:
             return self._resolve(e, scopes)[1][1]
         if t is A.BinaryOp:
+            if e.op == "||":
+                if {self._type(e.left, scopes), self._type(e.right, scopes)} != {"STRING"}:
+                    raise SchemaError("|| concatenates two STRINGs")
+                return "STRING"
             if e.op in _ARITH:
                 lt, rt = self._type(e.left, scopes), self._type(e.right, scopes)
                 if "STRING" in (lt, rt) or "BOOLEAN" in (lt, rt):
                     raise SchemaError(f"arithmetic '{e.op}' on {lt} and {rt}")
                 return "FLOAT" if "FLOAT" in (lt, rt) else "INT"
             lt, rt = self._type(e.left, scopes), self._type(e.right, scopes)
-            if e.op not in ("AND", "OR") and (lt == "STRING") != (rt == "STRING"):
+            literal = any(isinstance(x, A.Literal) and x.type == "STRING" for x in (e.left, e.right))
+            if e.op not in ("AND", "OR") and (lt == "STRING") != (rt == "STRING") and not (
+                    literal and "TIMESTAMP" in (lt, rt)):
                 raise SchemaError(f"comparison of {lt} with {rt}")
             return "BOOLEAN"
-        if t is A.UnaryOp:
-            return "BOOLEAN" if e.op == "NOT" else self._type(e.operand, scopes)
+        if t is A.UnaryOp:     # arithmetic on TIMESTAMP is INT (contract), a sign change too
+            return "BOOLEAN" if e.op == "NOT" else _arith_type(self._type(e.operand, scopes))
         if t is A.FuncCall:
             if e.name in ("LOWER", "UPPER"):
                 return "STRING"
             if e.name == "LENGTH":
                 return "INT"
             if e.name == "ABS":
-                return self._type(e.args[0], scopes)
+                return _arith_type(self._type(e.args[0], scopes))
             raise SchemaError(f"unknown function {e.name}")
         if t is A.Aggregate:
             if e.func == "COUNT":
@@ -732,8 +818,13 @@ class Reference:
                     self._resolve(p, isc)
                 if fi.window.where is not None:
                     self._check_expr(fi.window.where, isc)
-        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + list(q.group_by)
-        exprs += [e for e in (q.where, q.having) if e is not None]
+        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + self._group_by(q)
+        if q.having is not None:
+            exprs.append(q.having)
+        for e in exprs:    # contract: a subquery stands in FROM and in WHERE only (no NULL for an empty one)
+            if any(isinstance(n, _SUBQUERY_NODES) for n in _expr_nodes(e)):
+                raise SchemaError("a subquery in the select list, GROUP BY or HAVING")
+        exprs += [q.where] if q.where is not None else []
         for e in exprs:
             self._check_expr(e, scopes)
         for it in q.items:
@@ -762,7 +853,7 @@ class Reference:
             return max(self._outer_level(q.left, chain), self._outer_level(q.right, chain))
         full = (self._scope(q),) + chain
         deepest = -1
-        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + list(q.group_by)
+        exprs = [it.expr for it in q.items if not isinstance(it.expr, A.Star)] + self._group_by(q)
         exprs += [e for e in (q.where, q.having) if e is not None]
         for e in exprs:
             for n in _expr_nodes(e):
@@ -789,12 +880,12 @@ class Reference:
         return self._rel_eval(q, tau, outer)
 
     def _rel_eval(self, q, tau, outer):
-        if isinstance(q, A.StreamOp):
-            raise SchemaError("a stream is used where a relation is expected")
+        if self._explicit_stream(q):
+            # a stream where a relation is expected (a set operation's branch, a WHERE subquery): read through
+            # [RANGE UNBOUNDED], as a stream without a window in FROM (contract)
+            return [r for t, r in self._stream(q) if t <= tau]
         if isinstance(q, A.SetOp):
             return self._setop(q, tau, outer)
-        if q.stream_op is not None:
-            raise SchemaError("a stream is used where a relation is expected")
         return self._select(q, tau, outer)
 
     def _setop(self, q, tau, outer):
@@ -828,7 +919,7 @@ class Reference:
             if sel.group_by:
                 for r in rows:
                     c = ctx(r)
-                    groups.setdefault(tuple(self._ev(g, c) for g in sel.group_by), []).append(r)
+                    groups.setdefault(tuple(self._ev(g, c) for g in self._group_by(sel)), []).append(r)
             elif rows:
                 groups[()] = rows          # no GROUP BY and no rows: no row at all (SPEC section 3)
             out = []
@@ -1021,26 +1112,30 @@ class Reference:
             if a is None or b is None:
                 return None
             if op in _ARITH:
-                return _ARITH[op](a, b)
+                return _wrap(_ARITH[op](a, b))
+            if op == "||":
+                return a + b
+            a, b = self._ts(e.left, e.right, a, c), self._ts(e.right, e.left, b, c)
             return _CMP[op](a, b)
         if t is A.UnaryOp:
             v = self._ev(e.operand, c)
             if e.op == "NOT":
                 return _not3(v)
-            return None if v is None else -v
+            return None if v is None else _wrap(-v)
         if t is A.FuncCall:
             v = self._ev(e.args[0], c)
             if v is None:
                 return None
-            return {"LOWER": str.lower, "UPPER": str.upper, "LENGTH": len, "ABS": abs}[e.name](v)
+            return _wrap({"LOWER": str.lower, "UPPER": str.upper, "LENGTH": len, "ABS": abs}[e.name](v))
         if t is A.Aggregate:
             return self._aggregate(e, c)
         if t is A.InList:
             v = self._ev(e.expr, c)
-            res = any(v == self._ev(x, c) for x in e.items)
+            res = any(v == self._ts(x, e.expr, self._ev(x, c), c) for x in e.items)
             return res != e.negated
         if t is A.Between:
             v, lo, hi = self._ev(e.expr, c), self._ev(e.low, c), self._ev(e.high, c)
+            lo, hi = self._ts(e.low, e.expr, lo, c), self._ts(e.high, e.expr, hi, c)
             if None in (v, lo, hi):
                 return None
             return (lo <= v <= hi) != e.negated
@@ -1048,7 +1143,7 @@ class Reference:
             v, p = self._ev(e.expr, c), self._ev(e.pattern, c)
             if v is None or p is None:
                 return None
-            return _like(v, p) != e.negated
+            return _like(v, p, e.escape) != e.negated
         if t is A.Case:
             typ = self._type_of(e, c.scopes)
             if e.operand is not None:
@@ -1083,6 +1178,12 @@ class Reference:
             return any(cmp(v, x) for x in vals)
         raise Unsupported(f"expression {t.__name__}")
 
+    def _ts(self, node, other, value, c):
+        """A STRING literal compared with a TIMESTAMP is an ISO 8601 date-time (contract)."""
+        if isinstance(node, A.Literal) and node.type == "STRING" and self._type_of(other, c.scopes) == "TIMESTAMP":
+            return _ticks(value)
+        return value
+
     def _sub(self, q, c):
         return self._rel(q, c.tau, (c.scopes, c.rows))
 
@@ -1092,15 +1193,18 @@ class Reference:
         if e.arg is None:
             return len(c.group)
         vals = [self._ev(e.arg, _Ctx(c.scopes, (r,) + c.rows[1:], None, c.tau)) for r in c.group]
+        vals = [_NAN if v != v else v for v in vals]    # every NaN is one value (contract)
         if e.distinct:
             vals = list(dict.fromkeys(vals))
         f = e.func
         if f == "COUNT":
             return len(vals)
         if f == "SUM":   # FLOAT: the correctly rounded sum of the bag, whatever order its values came in
-            return math.fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
-        if f == "AVG":
-            return math.fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
+            return _fsum(vals) if any(_is_float(v) for v in vals) else _wrap(sum(vals[1:], vals[0]))
+        if f == "AVG":   # FLOAT: that sum divided by the count (contract)
+            return _fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
+        if f in ("MIN", "MAX") and _NAN in vals:
+            return _NAN                   # a NaN present: NaN (IEEE 754 propagation, contract)
         if f == "MIN":
             return min(vals)
         if f == "MAX":

@@ -141,3 +141,22 @@ def test_bytes_reported_match_tracemalloc_within_ten_percent():
     tracemalloc.stop()
     assert len(idx) == 10_000 and not idx.signed()
     assert abs(idx.nbytes() - held) <= 0.10 * held, (idx.nbytes(), held)
+
+
+EXTREME = [-2**63, -2**63 + 1, -2**62, -5, -1, 0, 1, 2, 3, 7, 2**62, 2**63 - 2, 2**63 - 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 12), st.sampled_from(EXTREME)), min_size=1, max_size=30),
+       st.lists(st.one_of(st.integers(-3, 12), st.sampled_from(EXTREME)), max_size=30))
+def test_locate_finds_equal_codes_whatever_their_range(table, probes):
+    """``locate`` (first position and count of each probe's code in a sorted table) against a count by hand,
+    on both of its paths (a lookup when the table's codes span a small range, else binary search) and with
+    codes at the ends of int64, where the offset of a probe from the table's smallest code wraps around."""
+    table = np.sort(np.array(table, dtype=np.int64))
+    probes = np.array(probes, dtype=np.int64)
+    lo, cnt = hash_index.locate(table, probes)
+    for p, first, n in zip(probes.tolist(), lo.tolist(), cnt.tolist()):
+        assert n == table.tolist().count(p)
+        if n:
+            assert table[first:first + n].tolist() == [p] * n
