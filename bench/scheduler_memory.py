@@ -395,7 +395,10 @@ def held_bytes(op) -> int:
     final yet): queued input in all but name, which the queues' bytes do not show (read only)."""
     total = 0
     for attr in ("pending", "held", "buffer"):
-        for x in getattr(op, attr, None) or ():
+        got = getattr(op, attr, None)
+        if not isinstance(got, list):       # (a ROWS window's ``held`` counts the rows in its window)
+            continue
+        for x in got:
             for b in (x if isinstance(x, list) else (x,)):
                 total += getattr(b, "nbytes", 0)
     return total
@@ -437,8 +440,11 @@ def fit_costs(record: dict[str, list]) -> dict[str, np.ndarray]:
 
 
 def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bound: float | None,
-               clock: str = "cpu", model: dict | None = None, record: dict | None = None) -> dict:
+               clock: str = "cpu", model: dict | None = None, record: dict | None = None,
+               setup: Callable[[EngineRun], object] | None = None) -> dict:
     run = EngineRun(w, name, batch_rows, seed, clock, model, record)
+    if setup is not None:                # (``release_bound`` watches FIFO's runs)
+        setup(run)
     policy = run.eng.policy
     if name == "chain_flush":            # the policy's clock counts microseconds, like the timestamps
         policy.clock = lambda: run.now / 1000
@@ -447,7 +453,7 @@ def run_engine(w: Workload, name: str, arr: list, batch_rows: int, seed: int, bo
     events = engine_events(arr)
     run.now = events[0][0]
     times, sizes, lats, i = [], [], [], 0
-    holders = [o for o in run.eng.ops if any(hasattr(o, a) for a in ("pending", "held", "buffer"))]
+    holders = [o for o in run.eng.ops if any(isinstance(getattr(o, a, None), list) for a in ("pending", "held", "buffer"))]
     with_held = 0
     while True:
         while i < len(events) and events[i][0] <= run.now:
@@ -605,14 +611,36 @@ def calibrate(w: Workload, batch_rows: int, log: Callable[[str], object] = print
             "charged_over_measured": {n: round(v, 3) for n, v in fairness.items()}}
 
 
+ENGINE_CODE = ("dsms/operators", "synopses", "dsms/expr", "dsms/batch.py", "dsms/queues.py")
+
+
+def engine_code() -> str:
+    """A digest of the code whose cost the model stands for (operators, synopses, compiled expressions,
+    batches, queues). The plan signature cannot see a change inside an operator: the stored model of
+    2026-11-22 charged `window_join`'s join 1.5x its measured CPU time after the join and its index were
+    rewritten (FIFO, seed 8: 74.6 ms charged for 46.4 ms measured), and nothing said so."""
+    import hashlib
+    h = hashlib.sha256()
+    for part in ENGINE_CODE:
+        p = ROOT / part
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def load_costs(path: Path, batch_rows: int, log: Callable[[str], object] = print
                ) -> dict[str, tuple[dict[str, np.ndarray], float]]:
     """The stored cost model and calibration gap (ns, on the calibration's input) per workload; a workload
     whose plan no longer matches (or is missing) is calibrated again in this run, and says so (its figures
-    then depend on this run's measurements)."""
+    then depend on this run's measurements). When the operators' code has changed since the calibration the
+    model is still used (the run stays reproducible), with a note that it may no longer be what runs cost."""
     stored = json.loads(path.read_text()) if path.exists() else {"workloads": {}}
     if stored.get("batch_rows", batch_rows) != batch_rows:
         log(f"note: {path.name} was calibrated with {stored['batch_rows']}-row batches")
+    if stored["workloads"] and stored.get("engine_code") != engine_code():
+        log(f"note: the operators' code ({', '.join(ENGINE_CODE)}) has changed since {path.name} was calibrated "
+            f"({stored.get('calibrated', '?')}); its costs may no longer be what runs cost: --calibrate measures "
+            "them again")
     out = {}
     for w in WORKLOADS:
         got = stored["workloads"].get(w.name)
@@ -634,7 +662,7 @@ def save_costs(path: Path, batch_rows: int, log: Callable[[str], object] = print
                 "bench/scheduler_memory.py --calibrate on the measured CPU time of every policy's runs",
         "calibrated": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{os.cpu_count()} cpus, "
         f"python {sys.version.split()[0]}", "batch_rows": batch_rows, "seeds": CAL_SEEDS,
-        "workloads": rows}, indent=1) + "\n")
+        "engine_code": engine_code(), "workloads": rows}, indent=1) + "\n")
     log(f"wrote {path} ({time.perf_counter() - started:.0f} s)")
 
 
@@ -642,6 +670,120 @@ def forced_wait(w: Workload, arr: list, batch_rows: int, seed: int) -> float:
     """Longest latency (ns) with processing that takes no time at all: each result waits only until the
     input that makes it final has arrived (a later element or heartbeat). No schedule can beat it."""
     return run_engine(w, "fifo", arr, batch_rows, seed, None, clock="zero")["max"] * 1e6
+
+
+def release_bound(w: Workload, arr: list, batch_rows: int, seed: int, model: dict[str, np.ndarray]) -> dict | None:
+    """A lower bound on any schedule's peak memory (queues and rows held in operators) for a plan whose two
+    streams are selected, windowed and joined (``window_join``); None for other plans.
+
+    The join releases in timestamp order (``dsms.operators.binary``), so a row newer than tau that passes its
+    selection leaves memory only once the join has released everything up to tau. That needs (1) an item
+    (batch or heartbeat) at or after tau on each input, so not before ``C`` when the later of the two has
+    arrived, and (2) the selections, windows and join to have processed every item up to tau: with at least
+    FIFO's charged time per item (its runs, each available from its oldest item's timestamp), a single
+    processor doing nothing else still has ``W`` of that work left when the first newer batch arrives (a).
+    Until the release the newer batches stay, at best selected: selecting them costs at least a selection
+    run's charge per batch (sigma) and frees at most raw minus selected bytes; after the release the rest of
+    the plan frees at most rho bytes per ns (the most a window run's charge can move, from the model). So at
+    t, with N newer batches arrived (raw bytes R, selected bytes F): selection time f = min(t - a, N sigma),
+    downstream time d = max(0, t - max(C, a + W + f)), and memory >= R - f (R - F) / (N sigma) - min(F, rho d).
+    The bound is the largest such value over tau and t; the older rows still waiting are left out, so it is
+    low. The one assumption is the work per item (every policy's runs carry up to two items, as FIFO's)."""
+    from dsms.operators.base import colmap
+    probe = EngineRun(w, "fifo", batch_rows, seed, "model", model)
+    eng = probe.eng
+    joins = [o for o in eng.ops if len(o.input_queues) == 2]
+    selects = {s: next((o for o in eng.ops if o.kind == "select" and o.input_queues[0] is eng.source_queue(s)), None)
+               for s in w.sources}
+    windows = [o for o in eng.ops if o.kind == "range_window"]
+    if len(joins) != 1 or len(w.sources) != 2 or None in selects.values() or not windows:
+        return None
+    upstream = {o.id for o in (*selects.values(), *windows, joins[0])}
+    # every batch's raw and selected bytes and timestamp, as EngineRun.push sends it
+    times, stamps, raw, sel, width = [], [], [], [], 0.0
+    sent, last = dict.fromkeys(w.sources, 0), dict.fromkeys(w.sources, 0)
+    for t, src in arr:
+        k = (sent[src] % 4096) * batch_rows
+        sent[src] += 1
+        ts = last[src] = max(last[src], int(t // 1000))
+        b = eng.prepare(src, {c: v[k:k + batch_rows] for c, v in probe.pool[src].items()}, ts)
+        mask = selects[src].predicate(colmap(b), len(b))
+        times.append(t)
+        stamps.append(ts)
+        raw.append(b.nbytes)
+        sel.append(b.take(mask).nbytes)
+        width = max(width, sel[-1] / max(int(mask.sum()), 1))     # bytes of a selected row
+    times, stamps, raw, sel = (np.asarray(x, dtype=float) for x in (times, stamps, raw, sel))
+    # the earliest moment each source has sent an item (batch or heartbeat) at or after a timestamp
+    item_t = {s: [] for s in w.sources}
+    for t, _, src in engine_events(arr):
+        item_t[src].append(t)
+    item_t = {s: np.asarray(v, dtype=float) for s, v in item_t.items()}
+    item_ts = {s: np.maximum.accumulate(v // 1000) for s, v in item_t.items()}
+
+    def charge(op, batches: float, rows_in: float, rows_out: float) -> float:
+        c = model[op.id]
+        return float(c[0] / BUDGET + c[1] * batches + (c[3] + c[4]) * rows_in + c[5] * rows_out)
+    sigma = min(charge(o, 1, batch_rows, 0) for o in selects.values())     # the cheapest selection of a batch
+    rho = max(width * n / charge(o, 1, n, 2 * n) for o in windows for n in range(1, batch_rows + 1))
+    jobs = []                                 # FIFO's runs up to the join: (oldest item's timestamp, charge)
+
+    def watch(run: EngineRun) -> None:
+        for op in run.eng.ops:
+            if op.id not in upstream:
+                continue
+            def watched(budget: int, op=op, inner=op.run) -> int:
+                oldest = min((r.oldest_ts() for r in op.readers if r.pending()), default=None)
+                done = inner(budget)
+                if oldest is not None:
+                    jobs.append((oldest, run.ran_ns))
+                return done
+            op.run = watched
+    run_engine(w, "fifo", arr, batch_rows, seed, None, clock="model", model=model, setup=watch)
+    jobs.sort()
+    job_ts = np.asarray([j[0] for j in jobs], dtype=float)
+    job_ns = np.asarray([j[1] for j in jobs], dtype=float)
+    order = np.argsort(times, kind="stable")
+    times, stamps, raw, sel = times[order], stamps[order], raw[order], sel[order]
+    best = {"bytes": 0.0}
+    for tau in np.unique(stamps):
+        newer = stamps > tau
+        if not newer.any():
+            continue
+        first = times[newer][0]
+        reach = []
+        for s in w.sources:
+            k = int(np.searchsorted(item_ts[s], tau, side="left"))
+            reach.append(item_t[s][k] if k < len(item_t[s]) else math.inf)
+        release = max(reach)
+        # work left at `first` on the items up to tau, by a processor that did only that work from the start
+        m = job_ts <= tau
+        left = 0.0
+        clock = None
+        for at, ns in zip(job_ts[m] * 1000.0, job_ns[m]):
+            if at >= first:
+                left += ns                    # available only after `first`: all of it is still to do
+                continue
+            if clock is not None:
+                left = max(0.0, left - (at - clock))
+            clock = at
+            left += ns
+        if clock is not None:
+            left = max(0.0, left - (first - clock)) if clock < first else left
+        n = np.cumsum(newer)                  # newer batches arrived by each arrival
+        big_r, big_f = np.cumsum(raw * newer), np.cumsum(sel * newer)
+        t = times
+        f = np.minimum(t - first, n * sigma)
+        freed = np.where(n > 0, f / np.maximum(n * sigma, 1e-9) * (big_r - big_f), 0.0)
+        down = np.maximum(0.0, t - np.maximum(release, first + left + f)) * rho
+        lb = np.where(newer & (t >= first), big_r - freed - np.minimum(big_f, down), 0.0)
+        j = int(np.argmax(lb))
+        if lb[j] > best["bytes"]:
+            best = {"bytes": float(lb[j]), "at_ms": float(t[j] / 1e6), "newer_than_ms": float(tau / 1e3),
+                    "batches": int(n[j]), "first_ms": float(first / 1e6), "inputs_at_ms": float(release / 1e6),
+                    "older_work_ms": left / 1e6}
+    best.update({"sigma_us": sigma / 1e3, "rho_bytes_per_us": float(rho * 1e3), "selected_row_bytes": float(width)})
+    return best
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -690,6 +832,7 @@ def main(argv: list[str] | None = None) -> int:
             res[name] = drive(w, name, arr, args.batch_rows, args.seed, bound_ms * 1e6 if name == "chain_flush" else None)
         cf = res["chain_flush"]["stats"]
         span = arr[-1][0] - arr[0][0]
+        lower = release_bound(w, arr, args.batch_rows, args.seed, model) if engine else None
         rows.append({
             "name": w.name, "note": w.note, "utilisation": w.utilisation, "input_batches": len(arr),
             "mean_gap_us": round(gap / 1e3, 2),
@@ -708,6 +851,8 @@ def main(argv: list[str] | None = None) -> int:
             "chain_flush_within_bound": res["chain_flush"]["max"] <= bound_ms,
             "chain_flush_flushes": cf.get("flushes"), "chain_flush_scans": cf.get("scans"),
             "chain_recomputes": res["chain"]["stats"].get("recomputes"),
+            "release_bound": ({k: round(v, 3) if isinstance(v, float) else v for k, v in lower.items()}
+                              if lower else None),
         })
 
     hdr = (f"{'workload':22} {'util':>4} {'policy':12} {'peak KB':>9}" + (f" {'+held KB':>9}" if engine else "")
@@ -729,6 +874,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'':22} Chain-Flush bound {r['chain_flush_bound_ms']:.2f} ms "
               f"({args.bound_factor:g} x FIFO's longest{forced}): "
               f"{'within' if r['chain_flush_within_bound'] else 'EXCEEDED'}")
+        if r["release_bound"]:
+            b, held = r["release_bound"], r["peak_with_held_bytes"]
+            print(f"{'':22} release-order bound on any schedule's peak (queues + held): {b['bytes'] / 1024:.1f} KB "
+                  f"at {b['at_ms']:.1f} ms ({b['batches']} batches newer than {b['newer_than_ms']:.1f} ms wait for "
+                  f"its release, {b['older_work_ms']:.1f} ms of older work left); FIFO / bound {r['peak_bytes']['fifo'] / b['bytes']:.2f} "
+                  f"(+held {held['fifo'] / b['bytes']:.2f}), Chain / bound {r['peak_bytes']['chain'] / b['bytes']:.2f} "
+                  f"(+held {held['chain'] / b['bytes']:.2f})")
     print()
     ratios = {f"{n}/chain": [r["peak_bytes"][n] / max(r["peak_bytes"]["chain"], 1) for r in rows]
               for n in ("fifo", "round_robin", "greedy", "chain_flush")}
