@@ -13,7 +13,7 @@ import pytest
 from dsms import Engine
 
 # (us per input item, us per input row) of a run, by operator kind: a deterministic clock
-COSTS = {"select": (4.0, 0.3), "range_window": (20.0, 1.0), "join": (20.0, 3.0), "project": (5.0, 0.1),
+COSTS = {"select": (4.0, 0.3), "range_window": (20.0, 1.0), "join": (40.0, 4.0), "project": (5.0, 0.1),
          "to_stream": (6.0, 0.3)}
 
 
@@ -68,8 +68,8 @@ def batch(k: int, n: int = 64) -> dict:
 def test_a_filter_keeps_its_priority_through_its_streams_silence():
     """Both streams burst, then T falls silent (a heartbeat a millisecond) while S goes on. When T's next
     burst comes, its 40% filter frees memory ten times faster than the windows and the join, so Chain runs
-    it before S's window, which has input waiting too. Before the fix T's filter had aged to thousands of ns
-    a row and Chain ran S's window and the join chain first."""
+    it before the join (the windows are fused into it), which has S's input waiting too. Before the fix T's
+    filter had aged to thousands of ns a row and Chain ran the join's chain first."""
     eng = costed("chain")
     ts = 0
     for k in range(20):                   # both streams burst
@@ -82,7 +82,7 @@ def test_a_filter_keeps_its_priority_through_its_streams_silence():
         eng.push("S", batch(k + 100), ts=ts)
         eng.heartbeat(ts, "T")
         eng.run()
-    sel_t, win_s = _op(eng, "select", 1), _op(eng, "range_window", 0)
+    sel_t, join = _op(eng, "select", 1), _op(eng, "join")
     assert sel_t.input_queues[0] is eng.source_queue("T")
     assert sel_t.cost_ns_per_tuple == pytest.approx(COSTS["select"][1] * 1000 + COSTS["select"][0] * 1000 / 64,
                                                     rel=0.5)
@@ -90,8 +90,8 @@ def test_a_filter_keeps_its_priority_through_its_streams_silence():
     eng.push("S", batch(200), ts=ts)
     eng.push("T", batch(201), ts=ts)
     assert eng.run(max_steps=1) == 1      # S's filter or T's: both are steep
-    while not (sel_t.ready() and win_s.ready()):
+    while not (sel_t.ready() and join.ready()):
         assert eng.run(max_steps=1) == 1
     pol = eng.policy
-    assert pol.pick([sel_t, win_s]) is sel_t
-    assert pol.priorities[id(sel_t)] > 5 * pol.priorities[id(win_s)]
+    assert pol.pick([sel_t, join]) is sel_t
+    assert pol.priorities[id(sel_t)] > 5 * pol.priorities[id(join)]
