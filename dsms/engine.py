@@ -257,7 +257,14 @@ class Engine:
 
     def _install(self, root, kind: str, columns: list[tuple[str, str]], name: str | None, text: str,
                  depends: set[str], view: bool = False, publish: str | None = None) -> Query:
-        """Build the physical plan of a bound (or loaded) logical plan and register the query."""
+        """Build the physical plan of a bound (or loaded) logical plan and register the query.
+
+        The input already pushed is processed first (as the server quiesces before a catalog change), so the
+        new query's readers start after it wherever they attach: on a source queue, or on the output of a
+        stateless operator or derived stream it shares, which would otherwise still hand it elements that
+        arrived before the query (contract, "Registration time"; what a query sees does not depend on when
+        ``run()`` was called)."""
+        self.run()
         qid = self._id("q")
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends)
