@@ -27,6 +27,23 @@ def make(*statements: str) -> Engine:
     return eng
 
 
+def test_a_relation_loaded_after_an_earlier_query_is_seen_by_a_later_one():
+    """R = {1, 2} from 1 when q2 and q3 are registered; q1, registered while R was empty, must not lend them its
+    scan of R (which started empty): q2 starts from {1, 2} stamped 1, q3 from {2}; both see 3 inserted at 5."""
+    eng = make("REGISTER RELATION R (k INT)")
+    q1 = eng.execute("SELECT k FROM R")
+    eng.update("R", insert=[{"k": 1}, {"k": 2}], ts=1)
+    eng.run()
+    q2 = eng.execute("SELECT k FROM R")
+    q3 = eng.execute("SELECT k FROM R WHERE k > 1")
+    eng.update("R", insert=[{"k": 3}], ts=5)
+    eng.heartbeat(10)
+    eng.run()
+    assert rows(q1) == [(1, 1, (1,)), (1, 1, (2,)), (5, 1, (3,))]
+    assert rows(q2) == [(1, 1, (1,)), (1, 1, (2,)), (5, 1, (3,))]
+    assert rows(q3) == [(1, 1, (2,)), (5, 1, (3,))]
+
+
 @pytest.mark.parametrize("run_before", [False, True], ids=["pending", "processed"])
 def test_a_shared_filter_does_not_hand_earlier_input_to_a_later_query(run_before):
     """1 arrives at 1 before q2 is registered, 2 at 2 after: q2 sees 2 only, whether or not the engine had
