@@ -177,6 +177,7 @@ class Engine:
             self.registry.add(syn)
         op.epoch = self.input_epoch
         self.ops.append(op)
+        op.announce_frontier()
 
     def source_queue(self, name: str) -> Queue:
         return self.sources[name.lower()].queue

@@ -76,6 +76,48 @@ def test_a_derived_stream_read_by_a_later_query(run_before):
     assert rows(q) == [(2, 1, (2,))]
 
 
+def test_an_input_that_passed_an_instant_before_registration_has_passed_it_for_the_query():
+    """S passed 150 (a heartbeat) before q was registered; R then has 5 inserted at 101 and passes 200. Every
+    input of q has passed 101, so R(101) EXCEPT S [RANGE 10](101) = {5} - {} is final: +5 at 101, although S
+    sends nothing after q's registration."""
+    eng = make("REGISTER STREAM S (a INT)", "REGISTER RELATION R (a INT)")
+    eng.push("S", [{"a": 1}], ts=1)
+    eng.heartbeat(150, "S")
+    eng.run()
+    q = eng.execute("SELECT a FROM R EXCEPT SELECT a FROM S [RANGE 10]")
+    eng.update("R", insert=[{"a": 5}], ts=101)
+    eng.heartbeat(200, "R")
+    eng.run()
+    assert rows(q) == [(101, 1, (5,))]
+
+
+def test_a_relation_snapshot_passes_the_relations_time_on():
+    """R holds 7 (inserted at 3) and has passed 50 when q is registered: q's COUNT over R (its snapshot) is final
+    below 50 without any later input: +1 at 3."""
+    eng = make("REGISTER RELATION R (a INT)")
+    eng.update("R", insert=[{"a": 7}], ts=3)
+    eng.heartbeat(50, "R")
+    eng.run()
+    q = eng.execute("SELECT COUNT(*) AS n FROM R")
+    eng.run()
+    assert rows(q) == [(3, 1, (1,))]
+
+
+def test_a_final_result_is_not_withheld_from_an_identical_later_query():
+    """R = {1, 1} from 2; q1 = COUNT(*) over R has emitted +2 at 2 (final after the heartbeat) when q2, the same
+    text, is registered with no input in between: q2 starts from R's contents too, so it gets +2 at 2 as well
+    (not a share of q1's plan that has already emitted it)."""
+    eng = make("REGISTER RELATION R (a INT)")
+    eng.update("R", insert=[{"a": 1}, {"a": 1}], ts=2)
+    q1 = eng.execute("SELECT COUNT(*) AS n FROM R")
+    eng.heartbeat(10)
+    eng.run()
+    q2 = eng.execute("SELECT COUNT(*) AS n FROM R")
+    eng.run()
+    assert rows(q1) == [(2, 1, (2,))]
+    assert rows(q2) == [(2, 1, (2,))]
+
+
 def test_identical_queries_registered_together_still_share():
     """Sharing is kept where it is safe: two identical queries registered with no input between them run one
     plan (digest-004 R-SHR-01), and both get every result: 1 in S [RANGE 5] from 1 to 6."""
