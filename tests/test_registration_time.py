@@ -103,6 +103,23 @@ def test_a_relation_snapshot_passes_the_relations_time_on():
     assert rows(q) == [(3, 1, (1,))]
 
 
+@pytest.mark.parametrize("run_before", [False, True], ids=["pending", "processed"])
+def test_a_view_is_seen_with_its_rows_insert_times(run_before):
+    """v = S [ROWS 2] holds 1 (from 1) and 2 (from 2) when q is registered; then 3 at 6 pushes 1 out. q starts
+    from v's contents stamped with the instants they entered v, whether the view had already released them
+    (snapshot) or still had them queued (changes that reach q through v's output)."""
+    eng = make("REGISTER STREAM S (a INT)", "REGISTER VIEW v AS SELECT a FROM S [ROWS 2]")
+    eng.push("S", [{"a": 1}, {"a": 2}], ts=[1, 2])
+    eng.heartbeat(5)
+    if run_before:
+        eng.run()
+    q = eng.execute("SELECT a FROM v")
+    eng.push("S", [{"a": 3}], ts=6)
+    eng.heartbeat(10)
+    eng.run()
+    assert rows(q) == [(1, 1, (1,)), (2, 1, (2,)), (6, -1, (1,)), (6, 1, (3,))]
+
+
 def test_a_final_result_is_not_withheld_from_an_identical_later_query():
     """R = {1, 1} from 2; q1 = COUNT(*) over R has emitted +2 at 2 (final after the heartbeat) when q2, the same
     text, is registered with no input in between: q2 starts from R's contents too, so it gets +2 at 2 as well
