@@ -362,8 +362,9 @@ class Engine:
         raise SchemaError(f"unknown plan format '{fmt}' (text, json or xml)")
 
     def load_plan(self, xml_text: str, name: str | None = None) -> Query:
-        """Register a query from a plan file (``plan_to_xml`` output, or the ``<logical>`` part of
-        ``explain(.., 'xml')``), without CQL (STREAM's XML plans, digest-004 R-PLAN-02)."""
+        """Register a query from a plan file (``plan_xml`` output, or ``explain(.., 'xml')`` as it is, which
+        holds the logical plan in its ``<logical>`` part), without CQL (STREAM's XML plans, digest-004
+        R-PLAN-02)."""
         root = plan_from_xml(xml_text)
         if not isinstance(root, L.ToStream | L.Changelog):
             raise CQLError("plan XML: the root must be a ToStream (stream result) or a Changelog (relation)")
