@@ -2,8 +2,10 @@
 
 Identical subplans run once (digest-004 R-SHR-01, E7): the planner memoises each logical node's output queue,
 and a second query that needs an equal node gets a new reader on the same (shared) queue. A stateful subplan
-is only shared while no input has arrived since it was built, so that every query's state reflects exactly
-the input that arrived after it was registered.
+is only shared while no input has arrived since it was built and nothing has been written to its output yet,
+so that every query's state reflects exactly the input that arrived after it was registered, and a reader that
+starts at the queue's end misses nothing. A scan of a relation or view counts as stateful: the relation's
+contents are state that a new plan takes as a snapshot.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Built:
     epoch: int
     users: set[str] = field(default_factory=set)
     stateful: bool = False     # holds state built from input (so only reusable in the epoch it was built)
+    written: int = 0           # rows written to ``queue`` when it was built (reusable only while unchanged)
 
 
 class PhysicalPlanner:
@@ -63,7 +66,8 @@ class PhysicalPlanner:
 
     def build(self, node, query_id: str) -> Queue:
         built = self.memo.get(node)
-        if built is not None and (not built.stateful or built.epoch == self.engine.input_epoch):
+        if built is not None and (not built.stateful or (built.epoch == self.engine.input_epoch
+                                                         and built.queue.tuples_in == built.written)):
             if built.op is not None and built.op.fused is not None:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
             built.users.add(query_id)
@@ -77,8 +81,9 @@ class PhysicalPlanner:
         if op is not None:
             self.engine.add_operator(op, query_id)
         stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
-            self.memo[c].stateful for c in node.children)
-        b = Built(queue, op, self.engine.input_epoch, {query_id}, stateful)
+            self.memo[c].stateful for c in node.children) or isinstance(node, L.RelationScan) or (
+            isinstance(node, L.QueryOutput) and node.kind == L.RELATION)
+        b = Built(queue, op, self.engine.input_epoch, {query_id}, stateful, queue.tuples_in)
         self.memo[node] = b
         self.built.append(b)
         return queue

@@ -109,14 +109,17 @@ def plan_to_xml(root, query_id: str = "", kind: str = "") -> str:
 
 
 def plan_from_xml(text: str):
-    """The logical plan in a ``<plan>`` document. Refuses DTDs and entities (no external entities, no
-    entity expansion)."""
+    """The logical plan in a ``<plan>`` document: ``plan_to_xml``'s, or EXPLAIN's (entities and edges, with the
+    logical plan in its ``<logical>`` child). Refuses DTDs and entities (no external entities, no entity
+    expansion)."""
     if "<!DOCTYPE" in text.upper() or "<!ENTITY" in text.upper():
         raise CQLError("plan XML: DTDs and entities are not allowed")
     try:
         doc = ET.fromstring(text)
     except ET.ParseError as e:
         raise CQLError(f"plan XML: {e}") from None
-    if doc.tag != "plan" or len(doc) != 1:
+    if doc.tag == "plan" and doc.find("logical") is not None:
+        doc = doc.find("logical")        # EXPLAIN's form: entities and edges, the logical plan inside
+    if doc.tag not in ("plan", "logical") or len(doc) != 1:
         raise CQLError("plan XML: expected <plan> with one root node")
     return from_element(doc[0])
