@@ -147,3 +147,94 @@ def test_identical_queries_registered_together_still_share():
     eng.heartbeat(10)
     eng.run()
     assert rows(q1) == rows(q2) == [(1, 1, (1, 1)), (6, -1, (1, 1))]
+
+
+# ---------------------------------------------------------------------------------------------------- property
+# The sentences above as one property: a query registered after the first k input actions, next to an earlier
+# query of the same family (or the same query) registered at the start and sharing whatever it can, gives what
+# a fresh engine gives when fed only what the late query may see: each relation's live rows at k as inserts at
+# their insert times (of equal rows, the latest copy leaves first), each input's frontier at k as a heartbeat on
+# it, then the actions after k.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from oracle.generators import CATALOG, RELATIONS, STREAMS, diff, queries, workloads  # noqa: E402
+
+
+def _apply(eng: Engine, a) -> None:
+    if a[0] == "push":
+        eng.push(a[1], a[2], ts=a[3])
+    elif a[0] == "update":
+        eng.update(a[1], insert=a[2], delete=a[3], ts=a[4])
+    elif a[0] == "heartbeat":
+        eng.heartbeat(*a[1:])
+    else:
+        eng.run()
+
+
+def _seen_from(actions) -> list:
+    """The actions a fresh engine needs to stand where a query registered after ``actions`` starts."""
+    frontier: dict[str, int] = {}
+    live: dict[str, list] = {r: [] for r in RELATIONS}
+    for a in actions:
+        if a[0] == "push":
+            frontier[a[1]] = max(frontier.get(a[1], a[3][-1]), a[3][-1])
+        elif a[0] == "update":
+            frontier[a[1]] = max(frontier.get(a[1], a[4]), a[4])
+            bag = live[a[1]]
+            bag += [(a[4], r) for r in a[2]]
+            for r in a[3]:
+                k = max(i for i, (_, x) in enumerate(bag) if x == r)
+                bag.pop(k)
+        elif a[0] == "heartbeat":
+            for name in (a[2:] or (*STREAMS, *RELATIONS)):
+                frontier[name] = max(frontier.get(name, a[1]), a[1])
+    out: list = []
+    for name, bag in live.items():
+        for t in sorted({t for t, _ in bag}):
+            out.append(("update", name, [r for u, r in bag if u == t], [], t))
+    out += [("heartbeat", h, name) for name, h in frontier.items()]
+    return out
+
+
+@st.composite
+def _late_registrations(draw, family: str):
+    w = draw(workloads(family).filter(lambda w: w.statements == CATALOG))
+    setup, other = draw(queries(family).filter(lambda q: not q[0]))
+    first = draw(st.sampled_from([other, w.query]))
+    k = draw(st.integers(0, len(w.actions)))
+    return w, first, k
+
+
+def _late_vs_fresh(w, first: str, k: int) -> str | None:
+    late = Engine()
+    for s in w.statements:
+        late.execute(s)
+    late.execute(first)
+    for a in w.actions[:k]:
+        _apply(late, a)
+    q = late.execute(w.query)
+    for a in w.actions[k:]:
+        _apply(late, a)
+    late.heartbeat(w.until)
+    late.run()
+    fresh = Engine()
+    for s in w.statements:
+        fresh.execute(s)
+    f = fresh.execute(w.query)
+    for a in [*_seen_from(w.actions[:k]), *w.actions[k:]]:
+        _apply(fresh, a)
+    fresh.heartbeat(w.until)
+    fresh.run()
+    return diff([tuple(e) for e in f.drain()], [tuple(e) for e in q.drain()])
+
+
+@pytest.mark.parametrize("family", ["window", "join", "aggregate", "setop", "subquery"])
+def test_a_late_query_sees_what_a_fresh_engine_fed_its_view_of_the_input_sees(family):
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_late_registrations(family))
+    def inner(case):
+        w, first, k = case
+        problem = _late_vs_fresh(w, first, k)
+        assert problem is None, f"registered after {k} actions, beside {first!r}:\n{w!r}\n{problem}"
+    inner()
