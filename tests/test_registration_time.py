@@ -120,6 +120,45 @@ def test_a_view_is_seen_with_its_rows_insert_times(run_before):
     assert rows(q) == [(1, 1, (1,)), (2, 1, (2,)), (6, -1, (1,)), (6, 1, (3,))]
 
 
+@pytest.mark.parametrize("kind", ["VIEW", "QUERY"])
+@pytest.mark.parametrize(("body", "expected"), [
+    # c's changelog: +(1,1) at 1; -(1,1) +(1,2) at 2; +(2,1) at 3 (nothing leaves RANGE 100 before 30)
+    ("SELECT a, COUNT(*) AS n FROM S [RANGE 100] GROUP BY a",
+     [(2, 1, (1, 2)), (3, 1, (2, 1)), (20, 1, (3, 1))]),
+    # S [ROWS 2] = {1}, {1, 1}, {1, 2}, then {2, 3} at 20: c = (1,1) at 1, (1,2) at 2, (1,1) (2,1) from 3, then
+    # (2,1) (3,1) at 20
+    ("SELECT a, COUNT(*) AS n FROM S [ROWS 2] GROUP BY a",
+     [(3, 1, (1, 1)), (3, 1, (2, 1)), (20, -1, (1, 1)), (20, 1, (3, 1))]),
+])
+def test_a_named_relation_is_seen_with_its_contents(kind, body, expected):
+    """SPEC 4 names a view "a named relation other queries can use"; a relation-valued REGISTER QUERY is one too
+    (later queries read it by name), and a query registered on it later starts from its contents as it would
+    from a view's (contract), then follows its changes."""
+    eng = make("REGISTER STREAM S (a INT)", f"REGISTER {kind} c AS {body}")
+    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
+    eng.heartbeat(10)
+    eng.run()
+    q = eng.execute("SELECT * FROM c")
+    eng.push("S", [{"a": 3}], ts=20)
+    eng.heartbeat(30)
+    eng.run()
+    assert rows(q) == sorted(expected)
+
+
+def test_a_view_of_a_window_is_seen_with_the_instants_its_rows_entered():
+    """v = S [ROWS 2] (a view, so a relation) = {1} at 1, {1, 1} at 2, {1, 2} at 3: of the two equal rows the
+    copy that entered last left first, so the 1 left is stamped 1; at 20 v = {2, 3}."""
+    eng = make("REGISTER STREAM S (a INT)", "REGISTER VIEW v AS SELECT a FROM S [ROWS 2]")
+    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
+    eng.heartbeat(10)
+    eng.run()
+    q = eng.execute("SELECT * FROM v")
+    eng.push("S", [{"a": 3}], ts=20)
+    eng.heartbeat(30)
+    eng.run()
+    assert rows(q) == [(1, 1, (1,)), (3, 1, (2,)), (20, -1, (1,)), (20, 1, (3,))]
+
+
 def test_a_final_result_is_not_withheld_from_an_identical_later_query():
     """R = {1, 1} from 2; q1 = COUNT(*) over R has emitted +2 at 2 (final after the heartbeat) when q2, the same
     text, is registered with no input in between: q2 starts from R's contents too, so it gets +2 at 2 as well
