@@ -270,7 +270,9 @@ class Engine:
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends)
         n_ops = len(self.ops)
-        self.building_view = view
+        # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
+        # a later reader starts from (a stream-valued one has no such sink)
+        self.building_view = view or name is not None
         try:
             out = self.planner.build(root, qid)
         except Exception:

@@ -120,6 +120,45 @@ def test_a_view_is_seen_with_its_rows_insert_times(run_before):
     assert rows(q) == [(1, 1, (1,)), (2, 1, (2,)), (6, -1, (1,)), (6, 1, (3,))]
 
 
+@pytest.mark.parametrize("kind", ["VIEW", "QUERY"])
+@pytest.mark.parametrize(("body", "expected"), [
+    # c's changelog: +(1,1) at 1; -(1,1) +(1,2) at 2; +(2,1) at 3 (nothing leaves RANGE 100 before 30)
+    ("SELECT a, COUNT(*) AS n FROM S [RANGE 100] GROUP BY a",
+     [(2, 1, (1, 2)), (3, 1, (2, 1)), (20, 1, (3, 1))]),
+    # S [ROWS 2] = {1}, {1, 1}, {1, 2}, then {2, 3} at 20: c = (1,1) at 1, (1,2) at 2, (1,1) (2,1) from 3, then
+    # (2,1) (3,1) at 20
+    ("SELECT a, COUNT(*) AS n FROM S [ROWS 2] GROUP BY a",
+     [(3, 1, (1, 1)), (3, 1, (2, 1)), (20, -1, (1, 1)), (20, 1, (3, 1))]),
+])
+def test_a_named_relation_is_seen_with_its_contents(kind, body, expected):
+    """SPEC 4 names a view "a named relation other queries can use"; a relation-valued REGISTER QUERY is one too
+    (later queries read it by name), and a query registered on it later starts from its contents as it would
+    from a view's (contract), then follows its changes."""
+    eng = make("REGISTER STREAM S (a INT)", f"REGISTER {kind} c AS {body}")
+    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
+    eng.heartbeat(10)
+    eng.run()
+    q = eng.execute("SELECT * FROM c")
+    eng.push("S", [{"a": 3}], ts=20)
+    eng.heartbeat(30)
+    eng.run()
+    assert rows(q) == sorted(expected)
+
+
+def test_a_view_of_a_window_is_seen_with_the_instants_its_rows_entered():
+    """v = S [ROWS 2] (a view, so a relation) = {1} at 1, {1, 1} at 2, {1, 2} at 3: of the two equal rows the
+    copy that entered last left first, so the 1 left is stamped 1; at 20 v = {2, 3}."""
+    eng = make("REGISTER STREAM S (a INT)", "REGISTER VIEW v AS SELECT a FROM S [ROWS 2]")
+    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
+    eng.heartbeat(10)
+    eng.run()
+    q = eng.execute("SELECT * FROM v")
+    eng.push("S", [{"a": 3}], ts=20)
+    eng.heartbeat(30)
+    eng.run()
+    assert rows(q) == [(1, 1, (1,)), (3, 1, (2,)), (20, -1, (1,)), (20, 1, (3,))]
+
+
 def test_a_final_result_is_not_withheld_from_an_identical_later_query():
     """R = {1, 1} from 2; q1 = COUNT(*) over R has emitted +2 at 2 (final after the heartbeat) when q2, the same
     text, is registered with no input in between: q2 starts from R's contents too, so it gets +2 at 2 as well
@@ -147,3 +186,94 @@ def test_identical_queries_registered_together_still_share():
     eng.heartbeat(10)
     eng.run()
     assert rows(q1) == rows(q2) == [(1, 1, (1, 1)), (6, -1, (1, 1))]
+
+
+# ---------------------------------------------------------------------------------------------------- property
+# The sentences above as one property: a query registered after the first k input actions, next to an earlier
+# query of the same family (or the same query) registered at the start and sharing whatever it can, gives what
+# a fresh engine gives when fed only what the late query may see: each relation's live rows at k as inserts at
+# their insert times (of equal rows, the latest copy leaves first), each input's frontier at k as a heartbeat on
+# it, then the actions after k.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from oracle.generators import CATALOG, RELATIONS, STREAMS, diff, queries, workloads  # noqa: E402
+
+
+def _apply(eng: Engine, a) -> None:
+    if a[0] == "push":
+        eng.push(a[1], a[2], ts=a[3])
+    elif a[0] == "update":
+        eng.update(a[1], insert=a[2], delete=a[3], ts=a[4])
+    elif a[0] == "heartbeat":
+        eng.heartbeat(*a[1:])
+    else:
+        eng.run()
+
+
+def _seen_from(actions) -> list:
+    """The actions a fresh engine needs to stand where a query registered after ``actions`` starts."""
+    frontier: dict[str, int] = {}
+    live: dict[str, list] = {r: [] for r in RELATIONS}
+    for a in actions:
+        if a[0] == "push":
+            frontier[a[1]] = max(frontier.get(a[1], a[3][-1]), a[3][-1])
+        elif a[0] == "update":
+            frontier[a[1]] = max(frontier.get(a[1], a[4]), a[4])
+            bag = live[a[1]]
+            bag += [(a[4], r) for r in a[2]]
+            for r in a[3]:
+                k = max(i for i, (_, x) in enumerate(bag) if x == r)
+                bag.pop(k)
+        elif a[0] == "heartbeat":
+            for name in (a[2:] or (*STREAMS, *RELATIONS)):
+                frontier[name] = max(frontier.get(name, a[1]), a[1])
+    out: list = []
+    for name, bag in live.items():
+        for t in sorted({t for t, _ in bag}):
+            out.append(("update", name, [r for u, r in bag if u == t], [], t))
+    out += [("heartbeat", h, name) for name, h in frontier.items()]
+    return out
+
+
+@st.composite
+def _late_registrations(draw, family: str):
+    w = draw(workloads(family).filter(lambda w: w.statements == CATALOG))
+    setup, other = draw(queries(family).filter(lambda q: not q[0]))
+    first = draw(st.sampled_from([other, w.query]))
+    k = draw(st.integers(0, len(w.actions)))
+    return w, first, k
+
+
+def _late_vs_fresh(w, first: str, k: int) -> str | None:
+    late = Engine()
+    for s in w.statements:
+        late.execute(s)
+    late.execute(first)
+    for a in w.actions[:k]:
+        _apply(late, a)
+    q = late.execute(w.query)
+    for a in w.actions[k:]:
+        _apply(late, a)
+    late.heartbeat(w.until)
+    late.run()
+    fresh = Engine()
+    for s in w.statements:
+        fresh.execute(s)
+    f = fresh.execute(w.query)
+    for a in [*_seen_from(w.actions[:k]), *w.actions[k:]]:
+        _apply(fresh, a)
+    fresh.heartbeat(w.until)
+    fresh.run()
+    return diff([tuple(e) for e in f.drain()], [tuple(e) for e in q.drain()])
+
+
+@pytest.mark.parametrize("family", ["window", "join", "aggregate", "setop", "subquery"])
+def test_a_late_query_sees_what_a_fresh_engine_fed_its_view_of_the_input_sees(family):
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_late_registrations(family))
+    def inner(case):
+        w, first, k = case
+        problem = _late_vs_fresh(w, first, k)
+        assert problem is None, f"registered after {k} actions, beside {first!r}:\n{w!r}\n{problem}"
+    inner()
