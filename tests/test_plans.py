@@ -159,3 +159,18 @@ def test_the_plan_that_explain_and_http_give_loads_back():
     for q2 in loaded:
         assert q2.schema == q.schema and q2.kind == q.kind
         assert [tuple(x) for x in q2.drain()] == expected
+
+
+def test_a_plan_with_characters_xml_cannot_carry_loads_back():
+    """A STRING constant may hold any character; the plan file must carry it (XML 1.0 has no control characters
+    other than tab, LF and CR): only the row whose s equals the constant passes, in the loaded plan too."""
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (s STRING)")
+    odd = "x\x01y\r\nz"
+    q = eng.execute("SELECT s FROM S WHERE s = '" + odd + "' OR s = 'é'")
+    q2 = eng.load_plan(eng.plan_xml(q.id))
+    assert q2.node == q.node
+    eng.push("S", [{"s": odd}, {"s": "x"}, {"s": "é"}], ts=[1, 2, 3])
+    eng.heartbeat(5)
+    eng.run()
+    assert [e.row["s"] for e in q.drain()] == [e.row["s"] for e in q2.drain()] == [odd, "é"]

@@ -188,6 +188,26 @@ def test_identical_queries_registered_together_still_share():
     assert rows(q1) == rows(q2) == [(1, 1, (1, 1)), (6, -1, (1, 1))]
 
 
+def test_dropping_the_first_owner_of_a_shared_plan_and_registering_its_text_again():
+    """q1 and q2 share S [RANGE 10]'s count; q1 is dropped after 1 arrived at 1: q2 keeps every result
+    (1 at 1, 2 from 3, 1 from 11, none from 13, 1 from 31 to 41). q1's text registered again after 3 arrived
+    sees only 5 at 31 (registration time)."""
+    eng = make("REGISTER STREAM S (a INT)")
+    q1 = eng.execute("SELECT COUNT(*) AS n FROM S [RANGE 10]")
+    q2 = eng.execute("SELECT COUNT(*) AS n FROM S [RANGE 10]")
+    eng.push("S", [{"a": 1}], ts=1)
+    eng.run()
+    eng.drop(q1.id)
+    eng.push("S", [{"a": 2}], ts=3)
+    again = eng.execute("SELECT COUNT(*) AS n FROM S [RANGE 10]")
+    eng.push("S", [{"a": 5}], ts=31)
+    eng.heartbeat(50)
+    eng.run()
+    assert rows(q2) == sorted([(1, 1, (1,)), (3, -1, (1,)), (3, 1, (2,)), (11, -1, (2,)), (11, 1, (1,)),
+                               (13, -1, (1,)), (31, 1, (1,)), (41, -1, (1,))])
+    assert rows(again) == [(31, 1, (1,)), (41, -1, (1,))]
+
+
 # ---------------------------------------------------------------------------------------------------- property
 # The sentences above as one property: a query registered after the first k input actions, next to an earlier
 # query of the same family (or the same query) registered at the start and sharing whatever it can, gives what
