@@ -115,7 +115,10 @@ TS_LIMIT = 2**62
 
 
 def timestamp(ts: Any, index: int | None = None) -> Any:
-    """An ISO 8601 string as milliseconds since the epoch (SPEC section 6); anything else unchanged."""
+    """An ISO 8601 string as milliseconds since the epoch (SPEC section 6), a whole float (JSON has one number
+    type: 7.0 is the instant 7) as an int; anything else unchanged."""
+    if isinstance(ts, float | np.floating) and np.isfinite(ts) and float(ts).is_integer() and abs(ts) < 2**63:
+        return int(ts)
     if isinstance(ts, str):
         try:
             return iso_ticks(ts)
@@ -138,13 +141,15 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
         if arr is None:
             try:
                 values = list(ts)
-                if any(isinstance(v, str) for v in values):
+                if any(isinstance(v, str | float) for v in values):
                     values = [timestamp(v, k) for k, v in enumerate(values)]
                 arr = np.asarray(values)
             except (TypeError, ValueError):
                 raise InputError(f"ts must be an integer or a list of integers, not {ts!r:.80}") from None
         if arr.ndim != 1 or len(arr) != n:
             raise InputError(f"{n} rows but {len(arr) if arr.ndim == 1 else 'a non-list of'} timestamps")
+        if arr.dtype.kind == "f":
+            arr = np.asarray([timestamp(v, k) for k, v in enumerate(arr.tolist())], dtype=object)
         if arr.dtype.kind not in "iu":
             for k, v in enumerate(arr.tolist()):
                 if isinstance(v, bool) or not isinstance(v, int):

@@ -137,3 +137,21 @@ def test_timestamps_out_of_range_are_refused(eng):
     assert e.value.index == 1 and "out of range" in str(e.value)
     with pytest.raises(InputError):
         eng.heartbeat(2**63 - 1)
+
+
+def test_whole_floats_are_integers_and_fractions_are_refused(eng):
+    """JSON has one number type, so 2.0 for an INT column or a timestamp is the integer 2; 2.5 is refused
+    with the element's index and nothing of its batch is applied."""
+    q = eng.execute("SELECT a FROM S")
+    eng.push("S", [{"a": 2.0, "b": 1.0, "c": "x"}], ts=1.0)
+    eng.push("S", [{"a": 3, "b": 1.0, "c": "x"}, {"a": 4.0, "b": 1.0, "c": "x"}], ts=[2.0, 3])
+    with pytest.raises(InputError) as e:
+        eng.push("S", [{"a": 5, "b": 1.0, "c": "x"}, {"a": 2.5, "b": 1.0, "c": "x"}], ts=4)
+    assert e.value.index == 1 and "expected INT, got float 2.5" in str(e.value)
+    with pytest.raises(InputError) as e:
+        eng.push("S", [{"a": 5, "b": 1.0, "c": "x"}, {"a": 6, "b": 1.0, "c": "x"}], ts=[4, 4.5])
+    assert e.value.index == 1 and "4.5" in str(e.value)
+    eng.heartbeat(5.0)
+    got = results(eng, q, 6)
+    assert got == [(1, 1, {"a": 2}), (2, 1, {"a": 3}), (3, 1, {"a": 4})]
+    assert all(type(row["a"]) is int for _, _, row in got)

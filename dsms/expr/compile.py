@@ -195,6 +195,8 @@ def coerce_value(value: object, type_: str) -> object:
     (3.0, -2, 'x')
     >>> coerce_value("1970-01-01T00:00:02Z", "TIMESTAMP")
     2000
+    >>> coerce_value(2.0, "INT")                # JSON has one number type; 1.5 is refused
+    2
     >>> coerce_value(True, "INT")
     Traceback (most recent call last):
     ...
@@ -215,6 +217,8 @@ def coerce_value(value: object, type_: str) -> object:
             except ValueError:
                 raise ValueError(f"TIMESTAMP value {value!r} is neither an integer nor an ISO 8601 date-time"
                                  ) from None
+        if isinstance(value, float | np.floating) and np.isfinite(value) and float(value).is_integer():
+            value = int(value)                          # JSON has one number type: 2.0 is the number 2
         if isinstance(value, int | np.integer):
             v = int(value)
             if not _INT64_MIN <= v <= _INT64_MAX:

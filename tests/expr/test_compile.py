@@ -488,10 +488,14 @@ def test_coerce_value_accepts() -> None:
     assert coerce_value(True, "BOOLEAN") is True and coerce_value(np.bool_(False), "BOOLEAN") is False
     assert coerce_value("x", "STRING") == "x"
     assert coerce_value(INT64_MIN, "INT") == INT64_MIN
+    # JSON has one number type: a whole float is the integer (2.0 from an encoder that writes every number so)
+    assert coerce_value(2.0, "INT") == 2 and type(coerce_value(2.0, "INT")) is int
+    assert coerce_value(np.float64(-7.0), "TIMESTAMP") == -7
 
 
 @pytest.mark.parametrize(("value", "type_"), [
-    (True, "INT"), (False, "TIMESTAMP"), (True, "FLOAT"), (2.0, "INT"), ("3", "INT"), (None, "INT"),
+    (True, "INT"), (False, "TIMESTAMP"), (True, "FLOAT"), (2.5, "INT"), (float("nan"), "TIMESTAMP"),
+    (float("inf"), "INT"), ("3", "INT"), (None, "INT"),
     ("1.5", "FLOAT"), (1, "BOOLEAN"), ("true", "BOOLEAN"), (3, "STRING"), (None, "STRING"),
 ])
 def test_coerce_value_type_errors(value: object, type_: str) -> None:
