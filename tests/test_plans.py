@@ -1,6 +1,8 @@
 """Plans: sharing of identical subplans (digest-004 E7, E8, E9), DROP freeing entities, EXPLAIN, and XML plan
 files that load back into the same results."""
 
+import xml.etree.ElementTree as ET
+
 import numpy as np
 import pytest
 
@@ -170,6 +172,10 @@ def test_a_plan_with_characters_xml_cannot_carry_loads_back():
     q = eng.execute("SELECT s FROM S WHERE s = '" + odd + "' OR s = 'é'")
     q2 = eng.load_plan(eng.plan_xml(q.id))
     assert q2.node == q.node
+    # EXPLAIN's XML is well-formed too: a label shows such a character as \uXXXX, and loads back
+    explained = ET.fromstring(eng.explain(q.id, "xml"))
+    assert any("x\\u0001y" in op.get("label") for op in explained.iter("operator"))
+    assert eng.load_plan(eng.explain(q.id, "xml")).node == q.node
     eng.push("S", [{"s": odd}, {"s": "x"}, {"s": "é"}], ts=[1, 2, 3])
     eng.heartbeat(5)
     eng.run()

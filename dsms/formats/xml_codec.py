@@ -30,9 +30,9 @@ from xml.parsers import expat
 from dsms.errors import InputError
 from dsms.formats import Encoder, parse_ts
 
-__all__ = ["decode_xml", "XML_ENCODER", "escape_text", "escape_attr", "xml_value"]
+__all__ = ["decode_xml", "XML_ENCODER", "escape_text", "escape_attr", "xml_value", "NOT_XML", "visible"]
 
-_BAD_CHARS = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")   # what XML 1.0 cannot carry
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 MAX_DEPTH = 32
 
@@ -46,7 +46,16 @@ def escape_text(s: str) -> str:
     'a&lt;b &amp; \\ufffd&#13;'
     """
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
-    return _BAD_CHARS.sub("\ufffd", s)
+    return NOT_XML.sub("\ufffd", s)
+
+
+def visible(s: str) -> str:
+    """A text for people (an EXPLAIN label) with what XML 1.0 cannot carry written as ``\\uXXXX``.
+
+    >>> visible("x\\x01y")
+    'x\\\\u0001y'
+    """
+    return NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
 
 
 def escape_attr(s: str) -> str:
@@ -102,7 +111,7 @@ def column_text(values: list) -> list[str]:
         return out
     if kinds == {str}:
         joined = "".join(values)
-        if not _BAD_CHARS.search(joined):
+        if not NOT_XML.search(joined):
             if "&" not in joined and "<" not in joined and ">" not in joined and "\r" not in joined:
                 return values
             return [v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")

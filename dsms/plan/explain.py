@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from dsms.formats.xml_codec import visible
 from dsms.plan.xml_plan import to_element
 
 
@@ -75,7 +76,7 @@ def explain_xml(engine, query_id: str) -> str:
         if q["source"]:
             el.set("source", q["source"])
     for op in plan["operators"]:
-        el = ET.SubElement(doc, "operator", id=op["id"], kind=op["kind"], label=op["label"],
+        el = ET.SubElement(doc, "operator", id=op["id"], kind=op["kind"], label=visible(op["label"]),
                            owners=" ".join(op["owners"]))
         for q in op["inputs"]:
             ET.SubElement(el, "input", **({"operator": q} if q.startswith("op:") else {"queue": q}))

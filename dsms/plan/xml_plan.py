@@ -11,15 +11,13 @@ syntax-tree nodes are prefixed ``ast.``); a field holding nodes or tuples is a `
 from __future__ import annotations
 
 import json
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import fields, is_dataclass
 
 from dsms.cql import ast
 from dsms.errors import CQLError
+from dsms.formats.xml_codec import NOT_XML
 from dsms.plan import logical as L
-
-_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _tag(cls) -> str:
@@ -40,7 +38,7 @@ def _scalar(v) -> str:
     if isinstance(v, float):
         return f"f:{v!r}"
     if isinstance(v, str):
-        if _NOT_XML.search(v):          # a character XML 1.0 cannot carry: the string as a JSON literal
+        if NOT_XML.search(v):          # a character XML 1.0 cannot carry: the string as a JSON literal
             return f"j:{json.dumps(v)}"
         return f"s:{v}"
     raise TypeError(f"cannot encode {type(v).__name__} in a plan")
