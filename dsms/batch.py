@@ -113,6 +113,23 @@ def from_rows(ts: list[int], sign: list[int], rows: list[tuple], dtypes: list[np
     return Batch(np.asarray(ts, dtype=np.int64), np.asarray(sign, dtype=np.int8), cols)
 
 
+def take_until(batches: list[Batch], f: int) -> list[Batch]:
+    """Remove from ``batches`` (a queue of batches in time order) the rows with timestamps up to ``f`` and return
+    them, in order; a batch that straddles ``f`` is cut in two."""
+    out = []
+    while batches:
+        b = batches[0]
+        if b.ts[-1] <= f:
+            out.append(batches.pop(0))
+            continue
+        cut = int(b.ts.searchsorted(f, side="right"))
+        if cut:
+            out.append(b.slice(0, cut))
+            batches[0] = b.slice(cut, len(b))
+        break
+    return out
+
+
 def concat(batches: list[Batch]) -> Batch:
     """One batch holding the rows of all, in order (they must share a schema)."""
     if len(batches) == 1:

@@ -177,6 +177,7 @@ class Engine:
             self.registry.add(syn)
         op.epoch = self.input_epoch
         self.ops.append(op)
+        op.announce_frontier()
 
     def discard_operator(self, op: Operator, keep_output: bool = False) -> None:
         """Take an operator (and, unless kept, its output queue) out of the plan: the planner replaced it
@@ -291,11 +292,20 @@ class Engine:
 
     def _install(self, root, kind: str, columns: list[tuple[str, str]], name: str | None, text: str,
                  depends: set[str], view: bool = False, publish: str | None = None) -> Query:
-        """Build the physical plan of a bound (or loaded) logical plan and register the query."""
+        """Build the physical plan of a bound (or loaded) logical plan and register the query.
+
+        The input already pushed is processed first (as the server quiesces before a catalog change), so the
+        new query's readers start after it wherever they attach: on a source queue, or on the output of a
+        stateless operator or derived stream it shares, which would otherwise still hand it elements that
+        arrived before the query (contract, "Registration time"; what a query sees does not depend on when
+        ``run()`` was called)."""
+        self.run()
         qid = self._id("q")
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends)
-        self.building_view = view
+        # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
+        # a later reader starts from (a stream-valued one has no such sink)
+        self.building_view = view or name is not None
         try:
             out = self.planner.build(root, qid)
         except Exception:
@@ -389,8 +399,9 @@ class Engine:
         raise SchemaError(f"unknown plan format '{fmt}' (text, json or xml)")
 
     def load_plan(self, xml_text: str, name: str | None = None) -> Query:
-        """Register a query from a plan file (``plan_to_xml`` output, or the ``<logical>`` part of
-        ``explain(.., 'xml')``), without CQL (STREAM's XML plans, digest-004 R-PLAN-02)."""
+        """Register a query from a plan file (``plan_xml`` output, or ``explain(.., 'xml')`` as it is, which
+        holds the logical plan in its ``<logical>`` part), without CQL (STREAM's XML plans, digest-004
+        R-PLAN-02)."""
         root = plan_from_xml(xml_text)
         if not isinstance(root, L.ToStream | L.Changelog):
             raise CQLError("plan XML: the root must be a ToStream (stream result) or a Changelog (relation)")

@@ -253,6 +253,34 @@ CASES = {
          (6, 1, {"s": 1.7e308, "m": 1.7e308, "x": 1.7e308, "sd": 1.7e308}),
          (7, -1, {"s": 1.7e308, "m": 1.7e308, "x": 1.7e308, "sd": 1.7e308})],
         "relation", [("s", "FLOAT"), ("m", "FLOAT"), ("x", "FLOAT"), ("sd", "FLOAT")]),
+    # SPEC 3: RSTREAM emits R(τ) at every instant that is the timestamp of an input element or relation update
+    # of the query: at 3 only S has an element, at 5 only T; the other window keeps its row. Nothing at the
+    # heartbeat-only instants 7 and 8.
+    "RSTREAM at instants where one input of two has an element": (
+        ("REGISTER STREAM S (a INT)", "REGISTER STREAM T (a INT)"),
+        "RSTREAM(SELECT S.a AS x, T.a AS y FROM S [ROWS 1], T [ROWS 1])",
+        (("push", "S", [{"a": 1}], [1]), ("push", "T", [{"a": 2}], [1]), ("push", "S", [{"a": 3}], [3]),
+         ("push", "T", [{"a": 4}], [5]), ("heartbeat", 7), ("heartbeat", 8)), 10,
+        [(1, 1, {"x": 1, "y": 2}), (3, 1, {"x": 3, "y": 2}), (5, 1, {"x": 3, "y": 4})],
+        "stream", [("x", "INT"), ("y", "INT")]),
+    # ... and an update of R at 5 is one even when its insert and delete cancel (R(5) = R(4) = {1}): RSTREAM emits
+    # {1} at 5 (contract), while the changelog of the same relation has nothing at 5
+    "RSTREAM at a relation update that cancels": (
+        ("REGISTER RELATION R (a INT)",), "RSTREAM(SELECT a FROM R)",
+        (("update", "R", [{"a": 1}], [], 1), ("update", "R", [{"a": 2}], [], 5), ("update", "R", [], [{"a": 2}], 5)),
+        10, [(1, 1, {"a": 1}), (5, 1, {"a": 1})], "stream", [("a", "INT")]),
+    # SPEC 3 ISTREAM is the bag difference R(τ) - R(τ-1): S [NOW] is {1, 1} at 1 (two push calls) and {1} at 2,
+    # so ISTREAM emits two 1s at 1 and nothing at 2; DSTREAM one 1 at 2 and one at 3 (digest-004 E6's pitfall)
+    "ISTREAM and DSTREAM of NOW with several elements per instant": (
+        S, "ISTREAM(SELECT a AS i FROM S [NOW]) UNION ALL DSTREAM(SELECT a AS i FROM S [NOW])",
+        (("push", "S", [{"a": 1}], [1]), ("push", "S", [{"a": 1}], [1]), ("push", "S", [{"a": 1}], [2])), 10,
+        [(1, 1, {"i": 1}), (1, 1, {"i": 1}), (2, 1, {"i": 1}), (3, 1, {"i": 1})], "stream", [("i", "INT")]),
+    # contract: SLIDE evaluates at the largest multiple of S <= τ, toward minus infinity; S = 4 does not divide
+    # T = 10: -9 is in the window for e in {-8, -4, 0}, -1 for e in {0, 4, 8}: DSTREAM at 4 and 12
+    "DSTREAM of a SLIDE that does not divide the range, below zero": (
+        S, "SELECT DSTREAM(a) FROM S [RANGE 10 SLIDE 4]",
+        (("push", "S", [{"a": 1}, {"a": 2}], [-9, -1]),), 30,
+        [(4, 1, {"a": 1}), (12, 1, {"a": 2})], "stream", [("a", "INT")]),
 }
 
 

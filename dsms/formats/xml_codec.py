@@ -10,7 +10,8 @@ Output is one document per result stream, written as it is produced::
     </stream>
 
 Each column is a child named after the column (``<col name="...">`` when the name is not an XML name);
-text is escaped, characters XML 1.0 cannot carry become U+FFFD, booleans are ``true``/``false`` and
+text is escaped (a carriage return as ``&#13;``, which a parser would read as a line feed), characters XML
+1.0 cannot carry become U+FFFD, booleans are ``true``/``false`` and
 non-finite floats ``NaN``/``INF``/``-INF`` (the xs:double spellings).
 
 Input (``Content-Type: application/xml``) has the same shape under any root element and is parsed with
@@ -37,12 +38,14 @@ MAX_DEPTH = 32
 
 
 def escape_text(s: str) -> str:
-    """Escape character data, replacing what XML 1.0 cannot hold.
+    """Escape character data, replacing what XML 1.0 cannot hold. A carriage return becomes a character
+    reference: a parser reads a raw one (or CR LF) as LF (XML 1.0 section 2.11), and the value must come back
+    as written.
 
-    >>> escape_text("a<b & \\x00")
-    'a&lt;b &amp; \\ufffd'
+    >>> escape_text("a<b & \\x00\\r")
+    'a&lt;b &amp; \\ufffd&#13;'
     """
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
     return _BAD_CHARS.sub("\ufffd", s)
 
 
@@ -100,9 +103,10 @@ def column_text(values: list) -> list[str]:
     if kinds == {str}:
         joined = "".join(values)
         if not _BAD_CHARS.search(joined):
-            if "&" not in joined and "<" not in joined and ">" not in joined:
+            if "&" not in joined and "<" not in joined and ">" not in joined and "\r" not in joined:
                 return values
-            return [v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for v in values]
+            return [v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;")
+                    for v in values]
     return [xml_value(v) for v in values]
 
 

@@ -172,6 +172,14 @@ class Operator(Entity):
     def on_frontier(self, f: int) -> None:
         """Called after a run with the operator's input frontier: release what is now final."""
 
+    def announce_frontier(self) -> None:
+        """Called once the operator is built: what its inputs had already passed, its output has passed too.
+        A plan built after an input passed τ (a heartbeat, a later element) must count τ as passed for that
+        input (SPEC section 3: results for τ are final once every input has passed τ), even if the input sends
+        nothing more; the heartbeat, put before the output has a reader, sets the frontier that the operators
+        built above take from it."""
+        self.forward_heartbeat()
+
     def forward_heartbeat(self, f: int | None = None) -> None:
         if f is None:
             f = self.frontier()

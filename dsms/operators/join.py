@@ -40,7 +40,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from dsms.batch import Batch, Heartbeat, concat
+from dsms.batch import Batch, Heartbeat, concat, take_until
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
@@ -159,7 +159,7 @@ class JoinOp(BinaryOperator):
                 w.on_frontier(w.frontier())
                 if self.keep_stats:
                     w.fused_ns += perf_counter_ns() - t0
-            dels, ins = _take_until(w.out_dels, f), _take_until(w.out_ins, f)
+            dels, ins = _joined(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
             if dels is not None or ins is not None:
                 parts[side] = (dels, ins)
         if parts:
@@ -305,19 +305,6 @@ class JoinOp(BinaryOperator):
         return Batch(ts, sign.astype(np.int8, copy=False), cols)
 
 
-def _take_until(batches: list[Batch], f: int) -> Batch | None:
-    """Remove from ``batches`` (in time order) the rows with timestamps up to ``f``; returns them, or None."""
-    out = []
-    while batches:
-        b = batches[0]
-        if b.ts[-1] <= f:
-            out.append(batches.pop(0))
-            continue
-        cut = int(b.ts.searchsorted(f, side="right"))
-        if cut:
-            out.append(b.slice(0, cut))
-            batches[0] = b.slice(cut, len(b))
-        break
-    if not out:
-        return None
-    return out[0] if len(out) == 1 else concat(out)
+def _joined(parts: list[Batch]) -> Batch | None:
+    """The batches as one, or None when there are none."""
+    return concat(parts) if parts else None

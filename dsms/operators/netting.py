@@ -262,7 +262,8 @@ class ToStreamOp(NettingOperator):
 
 class ChangelogOp(NettingOperator):
     """The sink of a relation-valued query: each final instant's net change, deletes before inserts. It keeps
-    the current relation so that a query registered later on a view starts from the view's contents."""
+    the current relation, each live copy with the instant it entered, so that a query registered later on a
+    view starts from the view's contents stamped as a base relation's are (contract, "Registration time")."""
 
     kind = "changelog"
 
@@ -271,8 +272,24 @@ class ChangelogOp(NettingOperator):
         super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
         self.eager = eager or final_net
         self.needs_rows = keep_state
-        self.last_instant: int | None = None
+        self.born: dict[tuple, list[int]] = {}    # row -> the instants its live copies entered (views only)
 
+    def _held_bytes(self) -> int:
+        return super()._held_bytes() + (deep_bytes(self.born) if self.born else 0)
+
+    def _count(self, row: tuple, d: int, t: int) -> None:
+        c = self.state.get(row, 0) + d
+        if c > 0:
+            self.state[row] = c
+        else:
+            self.state.pop(row, None)
+        if d > 0:
+            self.born.setdefault(row, []).extend([t] * d)
+        else:
+            times = self.born.get(row, [])
+            del times[len(times) + d:]            # the latest copies leave first, as a base relation's do
+            if not times:
+                self.born.pop(row, None)
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
@@ -280,28 +297,18 @@ class ChangelogOp(NettingOperator):
             if not len(batch):
                 return
             if self.needs_rows:
-                for s, row in zip(batch.sign.tolist(), batch.rows()):
-                    c = self.state.get(row, 0) + s
-                    if c > 0:
-                        self.state[row] = c
-                    else:
-                        self.state.pop(row, None)
-            self.last_instant = int(batch.ts[-1])
+                for t, s, row in zip(batch.ts.tolist(), batch.sign.tolist(), batch.rows()):
+                    self._count(row, s, t)
             self.emit(batch)
         else:
             super().on_batch(i, batch)
 
     def emit_instant(self, t, net, tick, out_ts, out_sign, out_rows) -> None:
-        st = self.state
         ins = []
         for row, d in net.items():
             if d == 0:
                 continue
-            c = st.get(row, 0) + d
-            if c > 0:
-                st[row] = c
-            else:
-                st.pop(row, None)
+            self._count(row, d, t)
             if d < 0:
                 for _ in range(-d):
                     out_ts.append(t)
@@ -314,11 +321,11 @@ class ChangelogOp(NettingOperator):
                 out_ts.append(t)
                 out_sign.append(1)
                 out_rows.append(row)
-        self.last_instant = t
 
     def snapshot(self) -> Batch | None:
-        """The current relation as inserts stamped at the last released instant (for late readers)."""
-        if not self.state or self.last_instant is None:
+        """The current relation as inserts stamped with the instants the rows entered it, in time order (for
+        late readers)."""
+        pairs = sorted(((t, r) for r, times in self.born.items() for t in times), key=lambda p: p[0])
+        if not pairs:
             return None
-        rows = [r for r, c in self.state.items() for _ in range(c)]
-        return from_rows([self.last_instant] * len(rows), [1] * len(rows), rows, self.dtypes)
+        return from_rows([t for t, _ in pairs], [1] * len(pairs), [r for _, r in pairs], self.dtypes)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from control_tables import Knob, Stat
-from dsms.batch import Batch, concat
+from dsms.batch import Batch, concat, take_until
 from dsms.operators.base import NEG_INF, Operator, merge_by_ts
 from dsms.queues import Queue
 from synopses.window import WindowSynopsis
@@ -99,21 +99,7 @@ class RangeWindowOp(Operator):
     def release(self, f: int) -> tuple[list[Batch], list[Batch], Batch | None]:
         """Take what is final at ``f`` out of the window: its deletes and its inserts with timestamps up to
         ``f`` (each list in time order), and the tuples evicted now to fit the memory budget (or None)."""
-        dels: list[Batch] = []
-        ins: list[Batch] = []
-        for pend, out in ((self.pending_del, dels), (self.pending_ins, ins)):
-            while pend:
-                b = pend[0]
-                if b.ts[-1] <= f:
-                    out.append(pend.pop(0))
-                    continue
-                if b.ts[0] > f:
-                    break
-                cut = int(b.ts.searchsorted(f, side="right"))
-                if cut:
-                    out.append(b.slice(0, cut))
-                    pend[0] = b.slice(cut, len(b))
-                break
+        dels, ins = take_until(self.pending_del, f), take_until(self.pending_ins, f)
         evicted = None
         if self.store.memory is not None and self.store.over_budget():
             evicted = self._evict_to_budget(f)

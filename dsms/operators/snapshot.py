@@ -23,11 +23,19 @@ class SnapshotOp(Operator):
     def ready(self) -> bool:
         return self.snapshot is not None or super().ready()
 
+    def announce_frontier(self) -> None:
+        """Not before the snapshot, whose rows are stamped below the input's frontier: ``run`` passes the
+        frontier on after emitting them."""
+
     def run(self, budget: int = 1 << 30) -> int:
         if self.snapshot is not None:
             self.emit(self.snapshot)
             self.snapshot = None
-        return super().run(budget) or 1
+            done = super().run(budget)
+            if not done:
+                self.forward_heartbeat()
+            return done or 1
+        return super().run(budget)
 
     def on_batch(self, i: int, batch: Batch) -> None:
         self.emit(batch)

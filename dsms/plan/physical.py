@@ -2,8 +2,10 @@
 
 Identical subplans run once (digest-004 R-SHR-01, E7): the planner memoises each logical node's output queue,
 and a second query that needs an equal node gets a new reader on the same (shared) queue. A stateful subplan
-is only shared while no input has arrived since it was built, so that every query's state reflects exactly
-the input that arrived after it was registered.
+is only shared while no input has arrived since it was built and nothing has been written to its output yet,
+so that every query's state reflects exactly the input that arrived after it was registered, and a reader that
+starts at the queue's end misses nothing. A scan of a relation or view counts as stateful: the relation's
+contents are state that a new plan takes as a snapshot.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Built:
     epoch: int
     users: set[str] = field(default_factory=set)
     stateful: bool = False     # holds state built from input (so only reusable in the epoch it was built)
+    written: int = 0           # rows written to ``queue`` when it was built (reusable only while unchanged)
     via: object = None         # the node ``op`` reads instead of the node's own child: a view of a shared window
 
 
@@ -67,7 +70,8 @@ class PhysicalPlanner:
 
     def build(self, node, query_id: str) -> Queue:
         built = self.memo.get(node)
-        if built is not None and (not built.stateful or built.epoch == self.engine.input_epoch):
+        if built is not None and (not built.stateful or (built.epoch == self.engine.input_epoch
+                                                         and built.queue.tuples_in == built.written)):
             if built.op is not None and built.op.fused is not None:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
             self._own(node, built, query_id)
@@ -97,9 +101,11 @@ class PhysicalPlanner:
     def _record(self, node, queue: Queue, op: Operator | None, query_id: str, via=None) -> Queue:
         if op is not None:
             self.engine.add_operator(op, query_id)
-        b = Built(queue, op, self.engine.input_epoch, {query_id}, via=via)
-        b.stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
-            self.memo[c].stateful for c in self._inputs(node, b))
+        inputs = (via,) if via is not None else node.children
+        stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
+            self.memo[c].stateful for c in inputs) or isinstance(node, L.RelationScan) or (
+            isinstance(node, L.QueryOutput) and node.kind == L.RELATION)
+        b = Built(queue, op, self.engine.input_epoch, {query_id}, stateful, queue.tuples_in, via=via)
         self.memo[node] = b
         self.built.append(b)
         return queue
@@ -175,7 +181,8 @@ class PhysicalPlanner:
         found = None
         for n, b in self.memo.items():
             if (type(n) is type(node) and b.via is None and b.op is not None and n != node
-                    and b.epoch == self.engine.input_epoch and not self._written(n)):
+                    and b.epoch == self.engine.input_epoch and b.queue.tuples_in == b.written
+                    and not self._tuned(n)):
                 o, have = unnarrow(n)
                 if o == origin and (found is None or len(have) > len(found[2])):
                     found = (n, b, have)
@@ -198,7 +205,7 @@ class PhysicalPlanner:
         self._replace(n, b, node, [kept.index(c) for c in have])
         return queue
 
-    def _written(self, node) -> bool:
+    def _tuned(self, node) -> bool:
         """Whether a knob of an operator (or synopsis) of ``node``'s build, or of a window fused into it, or
         of anything below built for it, was written: such a build is not replaced."""
         built = self.memo.get(node)
@@ -207,7 +214,7 @@ class PhysicalPlanner:
         ops = [built.op, *(w for w in getattr(built.op, "windows", ()) if w is not None)]
         if any(e.history() for op in ops for e in (op, *op.synopses)):
             return True
-        return any(self._written(c) for c in self._inputs(node, built))
+        return any(self._tuned(c) for c in self._inputs(node, built))
 
     def _view(self, node, shared, columns: list[int], qid) -> Queue:
         """``node`` built as the projection onto ``columns`` of the build of ``shared``."""

@@ -3,18 +3,23 @@ back, so a plan can be stored, edited and loaded without CQL.
 
 The encoding is generic over the frozen dataclasses of ``dsms.plan.logical`` and ``dsms.cql.ast``: one element
 per node, named after its class; scalar fields are attributes with a type prefix (``i:3``, ``s:abc``, ``f:0.5``,
-``b:1``, ``n:`` for None; syntax-tree nodes are prefixed ``ast.``); a field holding nodes or tuples is a ``<field name=..>`` child. Parsing uses
+``b:1``, ``n:`` for None, ``j:"..."`` for a string holding a character XML 1.0 cannot carry, as a JSON literal;
+syntax-tree nodes are prefixed ``ast.``); a field holding nodes or tuples is a ``<field name=..>`` child. Parsing uses
 ``xml.etree`` with no DTD and no entity expansion: a document that declares either is refused.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import fields, is_dataclass
 
 from dsms.cql import ast
 from dsms.errors import CQLError
 from dsms.plan import logical as L
+
+_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _tag(cls) -> str:
@@ -35,6 +40,8 @@ def _scalar(v) -> str:
     if isinstance(v, float):
         return f"f:{v!r}"
     if isinstance(v, str):
+        if _NOT_XML.search(v):          # a character XML 1.0 cannot carry: the string as a JSON literal
+            return f"j:{json.dumps(v)}"
         return f"s:{v}"
     raise TypeError(f"cannot encode {type(v).__name__} in a plan")
 
@@ -51,6 +58,13 @@ def _unscalar(text: str):
         return float(body)
     if kind == "s":
         return body
+    if kind == "j":
+        try:
+            v = json.loads(body)
+        except ValueError:
+            v = None
+        if isinstance(v, str):
+            return v
     raise CQLError(f"plan XML: bad attribute value {text!r}")
 
 
@@ -109,14 +123,17 @@ def plan_to_xml(root, query_id: str = "", kind: str = "") -> str:
 
 
 def plan_from_xml(text: str):
-    """The logical plan in a ``<plan>`` document. Refuses DTDs and entities (no external entities, no
-    entity expansion)."""
+    """The logical plan in a ``<plan>`` document: ``plan_to_xml``'s, or EXPLAIN's (entities and edges, with the
+    logical plan in its ``<logical>`` child). Refuses DTDs and entities (no external entities, no entity
+    expansion)."""
     if "<!DOCTYPE" in text.upper() or "<!ENTITY" in text.upper():
         raise CQLError("plan XML: DTDs and entities are not allowed")
     try:
         doc = ET.fromstring(text)
     except ET.ParseError as e:
         raise CQLError(f"plan XML: {e}") from None
-    if doc.tag != "plan" or len(doc) != 1:
+    if doc.tag == "plan" and doc.find("logical") is not None:
+        doc = doc.find("logical")        # EXPLAIN's form: entities and edges, the logical plan inside
+    if doc.tag not in ("plan", "logical") or len(doc) != 1:
         raise CQLError("plan XML: expected <plan> with one root node")
     return from_element(doc[0])

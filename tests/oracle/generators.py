@@ -44,7 +44,7 @@ G_VALUES = [0, 1, 2]
 @dataclass
 class Workload:
     """Everything one run needs. ``actions``: ("push", stream, rows, ts list) | ("update", relation, inserts,
-    deletes, ts) | ("heartbeat", h) | ("run",). ``until``: the final heartbeat."""
+    deletes, ts) | ("heartbeat", h) | ("heartbeat", h, input) | ("run",). ``until``: the final heartbeat."""
 
     statements: tuple
     query: str
@@ -76,7 +76,7 @@ def run_reference(w: Workload, dense: bool = False, info: dict | None = None):
         elif a[0] == "update":
             ref.update(a[1], insert=a[2], delete=a[3], ts=a[4])
         elif a[0] == "heartbeat":
-            ref.heartbeat(a[1])
+            ref.heartbeat(*a[1:])
     if info is not None:
         info["kind"], info["schema"] = ref.kind(name), ref.schema(name)
     return ref.results(name, w.until)
@@ -101,7 +101,7 @@ def run_engine(w: Workload, info: dict | None = None, policy: str | None = None,
         elif a[0] == "update":
             eng.update(a[1], insert=a[2], delete=a[3], ts=a[4])
         elif a[0] == "heartbeat":
-            eng.heartbeat(a[1])
+            eng.heartbeat(*a[1:])                 # (h,) for every input, (h, name) for one
         elif a[0] == "run":
             eng.run()
         if slice_steps is not None:
@@ -237,16 +237,18 @@ def _first_ts(action):
 @st.composite
 def inputs(draw, max_events: int = 20, max_ts: int = 60):
     """(actions, until): input for every catalog stream and relation, interleaved across inputs in any order
-    that keeps each input's timestamps nondecreasing, with occasional legal heartbeats and ``run()`` calls."""
-    instants = sorted(draw(st.lists(st.integers(0, max_ts), min_size=1, max_size=14, unique=True)))
+    that keeps each input's timestamps nondecreasing, with occasional legal heartbeats (on every input, or on
+    one input) and ``run()`` calls. Instants may start below 0 (timestamps may be negative: contract)."""
+    low = draw(st.sampled_from([0, 0, 0, -20]))
+    instants = sorted(draw(st.lists(st.integers(low, max_ts), min_size=1, max_size=14, unique=True)))
     per_input = [_stream_actions(draw, "S", instants, max_events), _stream_actions(draw, "T", instants, max_events),
                  _relation_actions(draw, "R", instants, max_events // 3),
                  _relation_actions(draw, "P", instants, max_events // 3)]
     # the interleaving: a permutation of input tags (shrinks towards "all S, then all T, ...")
     order = draw(st.permutations([i for i, acts in enumerate(per_input) for _ in acts]))
-    extras = draw(st.lists(st.sampled_from([None] * 8 + ["heartbeat", "run"]), min_size=len(order),
+    extras = draw(st.lists(st.sampled_from([None] * 8 + ["heartbeat", "run", "heartbeat1"]), min_size=len(order),
                            max_size=len(order)))
-    actions, hb = [], 0
+    actions, hb = [], low
     for i, extra in zip(order, extras):
         if extra == "heartbeat":
             # a heartbeat h promises no element below h on any input: h = the smallest pending timestamp
@@ -254,11 +256,16 @@ def inputs(draw, max_events: int = 20, max_ts: int = 60):
             if h > hb:
                 actions.append(("heartbeat", h))
                 hb = h
+        elif extra == "heartbeat1":
+            # the same promise for the input about to send: its own next timestamp
+            h = _first_ts(per_input[i][0])
+            if h > hb:
+                actions.append(("heartbeat", h, per_input[i][0][1]))
         elif extra == "run":
             actions.append(("run",))
         actions.append(per_input[i].pop(0))
     last = max([_first_ts(a) if a[0] == "update" else a[3][-1] for a in actions if a[0] in ("push", "update")],
-               default=0)
+               default=low)
     until = max(last + draw(st.integers(1, 25)), hb + 1)
     return tuple(actions), until
 

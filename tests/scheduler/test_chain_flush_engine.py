@@ -22,6 +22,7 @@ import random
 
 import numpy as np
 import pytest
+from cost_clock import charge
 from schedsim import SimBatch, SimOp, SimQueue
 
 from dsms import Engine
@@ -64,21 +65,7 @@ def run(policy: str, seed: int = 1, bound: float | None = None, queries: list[st
     eng.execute("REGISTER STREAM S (a INT, b FLOAT, c INT)")
     handles = [eng.execute(q) for q in queries]
     now = [0.0]
-    for op in eng.ops:
-        per_item, per_row = COSTS[op.kind]
-        held: list = []
-        account, op._account = op._account, lambda rows_in, rows_out, ns, held=held: held.append((rows_in, rows_out))
-
-        def timed(budget, op=op, inner=op.run, per_item=per_item, per_row=per_row, held=held, account=account):
-            done = inner(budget)
-            rows_in = sum(r_in for r_in, _ in held)
-            cost = per_item * done + per_row * rows_in
-            now[0] += cost
-            if held:                            # the statistics see the clock's cost, not the machine's
-                account(rows_in, sum(r_out for _, r_out in held), cost * 1000.0)
-            held.clear()
-            return done
-        op.run = timed
+    charge(eng, COSTS, now)
     pol = eng.policy
     if policy == "chain_flush":
         pol.clock = lambda: now[0]

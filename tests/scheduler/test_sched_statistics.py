@@ -9,6 +9,7 @@ it below the chains it should precede (docs/scheduling.md, "Operator statistics"
 from __future__ import annotations
 
 import pytest
+from cost_clock import charge
 
 from dsms import Engine
 
@@ -46,18 +47,7 @@ def costed(policy: str) -> Engine:
         eng.execute(f"REGISTER STREAM {s} (a INT, c INT)")
     eng.execute("SELECT ISTREAM(S.a, T.c) FROM S [RANGE 300], T [RANGE 300] "
                 "WHERE S.a = T.a AND S.c < 30 AND T.c < 40")
-    for op in eng.ops:
-        per_item, per_row = COSTS[op.kind]
-        held: list = []
-        account, op._account = op._account, lambda r_in, r_out, ns, held=held: held.append((r_in, r_out))
-
-        def timed(budget, inner=op.run, per_item=per_item, per_row=per_row, held=held, account=account):
-            done = inner(budget)
-            for r_in, r_out in held:
-                account(r_in, r_out, 1000.0 * (per_item * done + per_row * r_in))
-            held.clear()
-            return done
-        op.run = timed
+    charge(eng, COSTS)
     return eng
 
 
