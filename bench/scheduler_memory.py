@@ -72,6 +72,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "scheduler"))
 from schedsim import SimOp, SimQueue, Simulator  # noqa: E402
 
+from dsms.batch import Batch  # noqa: E402
 from scheduler import POLICIES  # noqa: E402
 
 ORDER = ["fifo", "round_robin", "greedy", "chain", "chain_flush"]
@@ -682,8 +683,9 @@ def release_bound(w: Workload, arr: list, batch_rows: int, seed: int, model: dic
     arrived, and (2) the selections, windows and join to have processed every item up to tau: with at least
     FIFO's charged time per item (its runs, each available from its oldest item's timestamp), a single
     processor doing nothing else still has ``W`` of that work left when the first newer batch arrives (a).
-    Until the release the newer batches stay, at best selected: selecting them costs at least a selection
-    run's charge per batch (sigma) and frees at most raw minus selected bytes; after the release the rest of
+    Until the release the newer batches stay, at best selected (and projected onto the columns the query
+    reads, where projection pushdown put a projection before the window): selecting them costs at least a
+    selection run's charge per batch (sigma) and frees at most raw minus selected bytes; after the release the rest of
     the plan frees at most rho bytes per ns (the most a window run's charge can move, from the model). So at
     t, with N newer batches arrived (raw bytes R, selected bytes F): selection time f = min(t - a, N sigma),
     downstream time d = max(0, t - max(C, a + W + f)), and memory >= R - f (R - F) / (N sigma) - min(F, rho d).
@@ -698,7 +700,10 @@ def release_bound(w: Workload, arr: list, batch_rows: int, seed: int, model: dic
     windows = [o for o in eng.ops if o.kind == "range_window"]
     if len(joins) != 1 or len(w.sources) != 2 or None in selects.values() or not windows:
         return None
-    upstream = {o.id for o in (*selects.values(), *windows, joins[0])}
+    # the projection onto the columns the query reads (projection pushdown), between selection and window
+    projects = {s: next((o for o in eng.ops if o.kind == "project" and o.input_queues[0] is sel.output
+                         and all(isinstance(e, int) for e in o.exprs)), None) for s, sel in selects.items()}
+    upstream = {o.id for o in (*selects.values(), *windows, joins[0], *filter(None, projects.values()))}
     # every batch's raw and selected bytes and timestamp, as EngineRun.push sends it
     times, stamps, raw, sel, width = [], [], [], [], 0.0
     sent, last = dict.fromkeys(w.sources, 0), dict.fromkeys(w.sources, 0)
@@ -708,10 +713,13 @@ def release_bound(w: Workload, arr: list, batch_rows: int, seed: int, model: dic
         ts = last[src] = max(last[src], int(t // 1000))
         b = eng.prepare(src, {c: v[k:k + batch_rows] for c, v in probe.pool[src].items()}, ts)
         mask = selects[src].predicate(colmap(b), len(b))
+        kept = b.take(mask)
+        if projects[src] is not None:         # what a selected row is at the smallest: its columns read
+            kept = Batch(kept.ts, kept.sign, [kept.cols[e] for e in projects[src].exprs])
         times.append(t)
         stamps.append(ts)
         raw.append(b.nbytes)
-        sel.append(b.take(mask).nbytes)
+        sel.append(kept.nbytes)
         width = max(width, sel[-1] / max(int(mask.sum()), 1))     # bytes of a selected row
     times, stamps, raw, sel = (np.asarray(x, dtype=float) for x in (times, stamps, raw, sel))
     # the earliest moment each source has sent an item (batch or heartbeat) at or after a timestamp
@@ -725,7 +733,10 @@ def release_bound(w: Workload, arr: list, batch_rows: int, seed: int, model: dic
         c = model[op.id]
         return float(c[0] / BUDGET + c[1] * batches + (c[3] + c[4]) * rows_in + c[5] * rows_out)
     sigma = min(charge(o, 1, batch_rows, 0) for o in selects.values())     # the cheapest selection of a batch
-    rho = max(width * n / charge(o, 1, n, 2 * n) for o in windows for n in range(1, batch_rows + 1))
+    # what a window run's charge moves per ns at most; windows fused into the join run (and are charged) in the
+    # join's runs, so then the join's charge for reading rows and writing none
+    movers = [(o, 2) for o in windows if o.id in model] or [(joins[0], 0)]
+    rho = max(width * n / charge(o, 1, n, k * n) for o, k in movers for n in range(1, batch_rows + 1))
     jobs = []                                 # FIFO's runs up to the join: (oldest item's timestamp, charge)
 
     def watch(run: EngineRun) -> None:

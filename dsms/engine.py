@@ -179,6 +179,40 @@ class Engine:
         self.ops.append(op)
         op.announce_frontier()
 
+    def discard_operator(self, op: Operator, keep_output: bool = False) -> None:
+        """Take an operator (and, unless kept, its output queue) out of the plan: the planner replaced it
+        before any input reached it (docs/architecture.md, "Projection pushdown and sharing")."""
+        op.close()
+        self.registry.remove(op.id)
+        for syn in op.synopses:
+            if syn is not getattr(op, "shared_store", None):
+                self.registry.remove(syn.id)
+        self._leave_shared_store(op)
+        self.ops = [o for o in self.ops if o is not op]
+        if not keep_output and op.output in self.queues:
+            self.retire_queue(op.output)
+
+    def replace_operator(self, old: Operator, new: Operator) -> None:
+        """``new`` writes where ``old`` wrote, for the same queries; ``old`` leaves the plan."""
+        self.discard_operator(old, keep_output=True)
+        owners = sorted(old.owners)
+        self.add_operator(new, owners[0])
+        new.owners.update(owners)
+        writers = {id(op.output): op for op in self.ops}
+        order: list[Operator] = []
+        placed: set[int] = set()
+
+        def place(op: Operator) -> None:      # producers first again: ``new`` reads a queue built after it
+            if id(op) not in placed:
+                placed.add(id(op))
+                for q in op.input_queues:
+                    if id(q) in writers:
+                        place(writers[id(q)])
+                order.append(op)
+        for op in self.ops:
+            place(op)
+        self.ops = order
+
     def source_queue(self, name: str) -> Queue:
         return self.sources[name.lower()].queue
 
@@ -269,7 +303,6 @@ class Engine:
         qid = self._id("q")
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends)
-        n_ops = len(self.ops)
         # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
         # a later reader starts from (a stream-valued one has no such sink)
         self.building_view = view or name is not None
@@ -278,11 +311,13 @@ class Engine:
         except Exception:
             for op in self.planner.release(qid):
                 op.close()
-            for op in self.ops[n_ops:]:
-                for e in [op, *op.synopses]:
-                    if e.id in self.registry:
-                        self.registry.remove(e.id)
-            self.ops = self.ops[:n_ops]
+            for op in self.ops:               # what was built for it alone (what it widened stays, for the
+                if not op.owners:             # queries that read it now)
+                    for e in [op, *op.synopses]:
+                        if e.id in self.registry:
+                            self.registry.remove(e.id)
+            self.ops = [op for op in self.ops if op.owners]
+            self._plan_changed()
             raise
         query = Query(self, qdef, out.reader(), root)
         self.query_list[qid] = query

@@ -16,10 +16,11 @@ from dsms.queues import Queue
 class ProjectOp(Operator):
     kind = "project"
 
-    def __init__(self, exprs: list[CompiledExpr | int], inp: Queue, out: Queue) -> None:
-        """``exprs`` holds a compiled expression, or the input column number for a plain column copy."""
+    def __init__(self, exprs: list[CompiledExpr | int], inp: Queue, out: Queue, note: str = "") -> None:
+        """``exprs`` holds a compiled expression, or the input column number for a plain column copy; ``note``
+        ends the EXPLAIN label (``[pushed]``: placed by projection pushdown)."""
         label = ", ".join(f"${e}" if isinstance(e, int) else e.text for e in exprs)
-        super().__init__([inp], out, label)
+        super().__init__([inp], out, f"{label} {note}" if note else label)
         self.exprs = exprs
 
     def on_batch(self, i: int, batch: Batch) -> None:

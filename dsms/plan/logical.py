@@ -143,10 +143,14 @@ class Filter(_Unary):
 
 @dataclass(frozen=True)
 class Project(_Unary):
+    """Duplicate-preserving projection. ``pushed``: placed by projection pushdown to drop columns nobody above
+    reads (EXPLAIN marks it); not part of equality, it computes the same as any equal projection."""
+
     child: object
     exprs: tuple[Expr, ...]
     types: tuple[str, ...]
     names: tuple[str, ...] = _names()
+    pushed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ contents are state that a new plan takes as a snapshot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dsms.cql import ast
 from dsms.errors import SchemaError
@@ -32,6 +32,8 @@ from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
+from dsms.plan.rules.push_projection_down import _prune as prune_columns
+from dsms.plan.rules.push_projection_down import _remap as remap
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
 
@@ -54,6 +56,7 @@ class Built:
     users: set[str] = field(default_factory=set)
     stateful: bool = False     # holds state built from input (so only reusable in the epoch it was built)
     written: int = 0           # rows written to ``queue`` when it was built (reusable only while unchanged)
+    via: object = None         # the node ``op`` reads instead of the node's own child: a view of a shared window
 
 
 class PhysicalPlanner:
@@ -62,6 +65,7 @@ class PhysicalPlanner:
     def __init__(self, engine) -> None:
         self.engine = engine
         self.memo: dict[object, Built] = {}      # node -> the newest build of it (reusable)
+        self._plain: set = set()                 # windows being built as themselves, not as a shared one
         self.built: list[Built] = []             # every build, for release
 
     def build(self, node, query_id: str) -> Queue:
@@ -70,23 +74,45 @@ class PhysicalPlanner:
                                                          and built.queue.tuples_in == built.written)):
             if built.op is not None and built.op.fused is not None:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
-            built.users.add(query_id)
-            if built.op is not None:
-                built.op.owners.add(query_id)
-            for child in node.children:       # the children are shared too: record the new owner
-                self.build(child, query_id)
+            self._own(node, built, query_id)
             return built.queue
+        if (isinstance(node, L.Join | L.SemiJoin) or isinstance(node, L.Window) and node.wkind != "UNBOUNDED") \
+                and node not in self._plain:
+            queue = self._share_narrowed(node, query_id)
+            if queue is not None:
+                return queue
         make = getattr(self, "_" + type(node).__name__)
         queue, op = make(node, query_id)
+        return self._record(node, queue, op, query_id)
+
+    def _own(self, node, built: Built, query_id: str) -> None:
+        """Record ``query_id`` as a user of ``built`` and of everything it reads (a window fused into a join
+        the query shares stays fused: the query reads the join, not the window)."""
+        built.users.add(query_id)
+        if built.op is not None:
+            built.op.owners.add(query_id)
+        for child in self._inputs(node, built):
+            below = self.memo.get(child)
+            if below is None:
+                self.build(child, query_id)
+            else:
+                self._own(child, below, query_id)
+
+    def _record(self, node, queue: Queue, op: Operator | None, query_id: str, via=None) -> Queue:
         if op is not None:
             self.engine.add_operator(op, query_id)
+        inputs = (via,) if via is not None else node.children
         stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
-            self.memo[c].stateful for c in node.children) or isinstance(node, L.RelationScan) or (
+            self.memo[c].stateful for c in inputs) or isinstance(node, L.RelationScan) or (
             isinstance(node, L.QueryOutput) and node.kind == L.RELATION)
-        b = Built(queue, op, self.engine.input_epoch, {query_id}, stateful, queue.tuples_in)
+        b = Built(queue, op, self.engine.input_epoch, {query_id}, stateful, queue.tuples_in, via=via)
         self.memo[node] = b
         self.built.append(b)
         return queue
+
+    @staticmethod
+    def _inputs(node, built: Built) -> tuple:
+        return (built.via,) if built.via is not None else node.children
 
     def release(self, query_id: str) -> list[Operator]:
         """Forget the query; returns the operators nothing uses any more."""
@@ -146,10 +172,115 @@ class PhysicalPlanner:
         self._share_store(inp, op, qid)
         return out, op
 
+    def _share_narrowed(self, node, qid) -> Queue | None:
+        """The same window or join (``unnarrow``: the same computation before projection pushdown) built for
+        another query since the last input arrived, but keeping other columns: one over the union of the
+        columns the two keep, which each reads through a projection onto its own (docs/architecture.md,
+        "Projection pushdown and sharing"). None when there is no such build."""
+        origin, want = unnarrow(node)
+        found = None
+        for n, b in self.memo.items():
+            if (type(n) is type(node) and b.via is None and b.op is not None and n != node
+                    and b.epoch == self.engine.input_epoch and b.queue.tuples_in == b.written
+                    and not self._tuned(n)):
+                o, have = unnarrow(n)
+                if o == origin and (found is None or len(have) > len(found[2])):
+                    found = (n, b, have)
+        if found is None:
+            return None
+        n, b, have = found
+        if set(want) <= set(have):
+            return self._view(node, n, [have.index(c) for c in want], qid)
+        wider, kept = narrow(origin, {*have, *want})
+        if wider != node:
+            self.build(wider, qid)            # builds it and moves the other query onto it, as below
+            return self._view(node, wider, [kept.index(c) for c in want], qid)
+        self._plain.add(node)
+        try:
+            queue = self.build(node, qid)
+        finally:
+            self._plain.discard(node)
+        for user in sorted(b.users):          # the other query reads the wider one from now on
+            self._own(node, self.memo[node], user)
+        self._replace(n, b, node, [kept.index(c) for c in have])
+        return queue
+
+    def _tuned(self, node) -> bool:
+        """Whether a knob of an operator (or synopsis) of ``node``'s build, or of a window fused into it, or
+        of anything below built for it, was written: such a build is not replaced."""
+        built = self.memo.get(node)
+        if built is None or built.op is None:
+            return False
+        ops = [built.op, *(w for w in getattr(built.op, "windows", ()) if w is not None)]
+        if any(e.history() for op in ops for e in (op, *op.synopses)):
+            return True
+        return any(self._tuned(c) for c in self._inputs(node, built))
+
+    def _view(self, node, shared, columns: list[int], qid) -> Queue:
+        """``node`` built as the projection onto ``columns`` of the build of ``shared``."""
+        queue = self.build(shared, qid)
+        out = self._new_queue()
+        return self._record(node, out, ProjectOp(columns, queue, out, note=view_note(shared)), qid, via=shared)
+
+    def _replace(self, node, built: Built, wider, columns: list[int]) -> None:
+        """Turn ``built`` (of ``node``; no input since it was built) into a projection of the build of
+        ``wider``, writing to the same queue, so that whoever reads it reads on unchanged; then forget what
+        fed it and nothing reads any more."""
+        old, below = built.op, self._inputs(node, built)
+        if old.fused is not None:
+            self._unfuse(old)
+        view = ProjectOp(columns, self.memo[wider].queue, built.queue, note=view_note(wider))
+        self.engine.replace_operator(old, view)
+        built.op, built.via = view, wider
+        for child in below:
+            self._discard_unread(child, old)
+        self._fuse_windows(wider)
+
+    def _discard_unread(self, node, gone: Operator | None = None) -> None:
+        """Forget the build of ``node`` (and then of its inputs) when nothing reads it any more: its queue has
+        no reader, or it is a window fused into ``gone``, a join just discarded."""
+        built = self.memo.get(node)
+        if built is None or built.op is None:
+            return
+        op = built.op
+        if (op.fused is not None and op.fused is not gone) or (op.fused is None and built.queue._reader_count()):
+            return
+        del self.memo[node]
+        self.built = [x for x in self.built if x is not built]
+        self.engine.discard_operator(op)
+        for child in self._inputs(node, built):
+            self._discard_unread(child, op)
+
+    def _fuse_windows(self, node) -> None:
+        """Fuse into the join built for ``node`` the windows that only it reads now."""
+        built = self.memo.get(node)
+        if not isinstance(node, L.Join) or built is None or not isinstance(built.op, JoinOp):
+            return
+        op = built.op
+        if op.input_queues[0] is op.input_queues[1]:
+            return
+        for side, child in enumerate((node.left, node.right)):
+            if op.windows[side] is None:
+                window = self._fusable(child, op.input_queues[side], op.readers[side])
+                if window is not None:
+                    op.fuse_window(side, window)
+                    self.engine.retire_queue(window.output)
+
+    def _root_queue(self, q: Queue) -> Queue:
+        """The queue whose column arrays ``q`` carries: through the projections that copy columns."""
+        while True:
+            src = next((o for o in self.engine.ops if o.output is q and isinstance(o, ProjectOp)
+                        and all(isinstance(e, int) for e in o.exprs)), None)
+            if src is None:
+                return q
+            q = src.input_queues[0]
+
     def _share_store(self, inp: Queue, op, qid: str) -> None:
-        """Windows over the same input hold views of the same arrays: group them in one shared store."""
+        """Windows over the same input hold views of the same arrays (also through projections onto other
+        columns of it): group them in one shared store."""
+        root = self._root_queue(inp)
         others = [o for o in self.engine.ops if isinstance(o, RangeWindowOp | RowWindowOp)
-                  and o.input_queues[0] is inp and o.synopses]
+                  and o.synopses and self._root_queue(o.input_queues[0]) is root]
         if not others:
             return
         store = getattr(others[0], "shared_store", None)
@@ -185,7 +316,7 @@ class PhysicalPlanner:
         if exprs == list(range(len(node.child.types))):
             return inp, None                                           # identity
         out = self._new_queue()
-        return out, ProjectOp(exprs, inp, out)
+        return out, ProjectOp(exprs, inp, out, note="[pushed]" if node.pushed else "")
 
     def _Aggregate(self, node: L.Aggregate, qid):
         inp = self.build(node.child, qid)
@@ -263,6 +394,39 @@ class PhysicalPlanner:
         out = self._new_queue()
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=self.engine.building_view, final_net=final_net(node.child))
+
+
+def unnarrow(node) -> tuple:
+    """(``node`` without the projections that projection pushdown put into it, which columns of that
+    ``node`` outputs): through windows, filters, joins, semi-joins and pushed projections; any other node is
+    its own origin. Two builds with one origin compute the same thing, each keeping some columns of it."""
+    if isinstance(node, L.Project) and node.pushed:
+        origin, kept = unnarrow(node.child)
+        return origin, tuple(kept[int(e.name[1:])] for e in node.exprs)
+    if isinstance(node, L.Window):
+        origin, kept = unnarrow(node.child)
+        return replace(node, child=origin, partition=tuple(kept[p] for p in node.partition)), kept
+    if isinstance(node, L.Filter):
+        origin, kept = unnarrow(node.child)
+        return replace(node, child=origin, predicate=remap(node.predicate, dict(enumerate(kept)))), kept
+    if isinstance(node, L.Join | L.SemiJoin):
+        (left, lk), (right, rk) = unnarrow(node.left), unnarrow(node.right)
+        both = lk + tuple(len(left.types) + k for k in rk)
+        origin = replace(node, left=left, right=right, left_keys=tuple(lk[k] for k in node.left_keys),
+                         right_keys=tuple(rk[k] for k in node.right_keys),
+                         predicate=None if node.predicate is None else remap(node.predicate, dict(enumerate(both))))
+        return origin, both if isinstance(node, L.Join) else lk
+    return node, tuple(range(len(node.types)))
+
+
+def view_note(shared) -> str:
+    return f"[view of shared {'window' if isinstance(shared, L.Window) else 'join'}]"
+
+
+def narrow(origin, columns) -> tuple:
+    """(``origin`` keeping at least ``columns``, as projection pushdown narrows it; which columns it keeps)."""
+    node, where = prune_columns(origin, frozenset(columns))
+    return node, tuple(sorted(where, key=where.get))
 
 
 def unique_key(node) -> frozenset | None:

@@ -78,7 +78,9 @@ def test_lifetime_path_equals_signed_path(query, actions, resize_at):
     assert run(query, actions, resize_at, True) == run(query, actions, resize_at, False)
 
 
-FIFO_QUERIES = [q for q in QUERIES if "PARTITION" not in q and " R " not in q + " "]
+# the joined rows of a SELECT * identify their pair (unique values below); the COUNT query's join keeps only the
+# key since projection pushdown, so equal joined rows there may be different pairs
+FIFO_QUERIES = [q for q in QUERIES if "PARTITION" not in q and " R " not in q + " " and q.startswith("SELECT *")]
 
 
 @settings(max_examples=60, deadline=None)

@@ -78,10 +78,10 @@ def test_a_filter_keeps_its_priority_through_its_streams_silence():
                                                     rel=0.5)
     ts += 10
     eng.push("S", batch(200), ts=ts)
-    eng.push("T", batch(201), ts=ts)
-    assert eng.run(max_steps=1) == 1      # S's filter or T's: both are steep
-    while not (sel_t.ready() and join.ready()):
+    while not join.ready():               # S's selected rows reach the join (through their projection onto a)
         assert eng.run(max_steps=1) == 1
+    eng.push("T", batch(201), ts=ts)
+    assert sel_t.ready() and join.ready()
     pol = eng.policy
     assert pol.pick([sel_t, join]) is sel_t
     assert pol.priorities[id(sel_t)] > 5 * pol.priorities[id(join)]
