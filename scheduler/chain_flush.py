@@ -300,11 +300,21 @@ class ChainFlushPolicy(ChainPolicy):
             if cands:
                 self._since_scan += 1
                 self.held_flushes += bool(self._late)
-                return min(cands, key=self.fifo_key)
+                return min(self.full_runs(cands), key=self.fifo_key)
             self._target = None           # this flush is done (or only time can help): look again once
             if fresh:
                 break
         return None
+
+    def full_runs(self, cands: list[SchedOperator]) -> list[SchedOperator]:
+        """The candidates of a flush less those that would read less than their budget while a candidate
+        upstream of them is still to feed them: they run once it has, with fuller runs."""
+        ids = {id(o) for o in cands}
+        up = self.topology.upstream
+        out = [o for o in cands
+               if sum(r.pending() for r in o.readers) >= self.budget(o)
+               or not any(k in ids for k in up(o) if k != id(o))]
+        return out or cands
 
     # -- the interface ------------------------------------------------------------------------------------
     def pick(self, ready: Any) -> SchedOperator | None:
