@@ -58,19 +58,28 @@ class RunCosts:
     overhead of each run are spread over the rows; a ratio of sums, unlike the operators' averages of
     per-run ratios, is not skewed by an operator that holds rows and releases them in a later run."""
 
-    __slots__ = ("out", "rows", "time")
+    __slots__ = ("bare_items", "bare_time", "items", "out", "rows", "time")
 
     def __init__(self) -> None:
-        self.time = self.rows = self.out = 0.0
+        self.time = self.rows = self.out = self.items = self.bare_time = self.bare_items = 0.0
 
-    def add(self, took: float, rows: float, out: float) -> None:
+    def add(self, took: float, rows: float, out: float, items: float = 0.0) -> None:
         d = MEASURE_DECAY
         self.time = self.time * d + took
         self.rows = self.rows * d + rows
         self.out = self.out * d + out
+        self.items = self.items * d + items
+        if not rows and items:
+            self.bare_time = self.bare_time * d + took
+            self.bare_items = self.bare_items * d + items
+
+    def item_cost(self) -> float:
+        return self.bare_time / self.bare_items if self.bare_items >= 1.0 else 0.0
 
     def row_cost(self, fallback: float) -> float:
-        return self.time / self.rows if self.rows >= 1.0 else fallback
+        if self.rows < 1.0:
+            return fallback
+        return max(self.time - self.item_cost() * self.items, 0.0) / self.rows
 
     def selectivity(self, fallback: float) -> float:
         return self.out / self.rows if self.rows >= 1.0 else fallback
@@ -114,6 +123,7 @@ class ChainFlushPolicy(ChainPolicy):
         self.clock = clock
         self.longest_run = 0.0
         self.flush_tail: dict[int, float] = {}     # clock time per input row until all it leads to is out
+        self.item_tail: dict[int, float] = {}      # ... and per input item (batch or heartbeat), besides
         self._costs: dict[int, RunCosts] = {}
         self._held: dict[int, list] = {}           # held_stamps() per operator, until it runs again
         self._tail_runs = 0
@@ -159,13 +169,17 @@ class ChainFlushPolicy(ChainPolicy):
         ``selectivity`` statistic)."""
         topo, costs, scale = self.topology, self.costs(), self.scale()
         tail: dict[int, float] = {}
+        item_tail: dict[int, float] = {}
         for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
             m = self._costs.get(id(op))
             stat_cost, stat_sel = costs[id(op)] * scale, max(op.selectivity, 0.0)
             cost = m.row_cost(stat_cost) if m is not None and scale else stat_cost
             sel = 0.0 if topo.is_sink(op) else m.selectivity(stat_sel) if m is not None else stat_sel
             tail[id(op)] = cost + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
+            item_tail[id(op)] = (m.item_cost() if m is not None and scale else 0.0) + sum(
+                item_tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
         self.flush_tail = tail
+        self.item_tail = item_tail
         self._tail_runs = 0
         self._slack = None                # estimates changed: the next pick scans again
 
@@ -184,21 +198,21 @@ class ChainFlushPolicy(ChainPolicy):
         """
         if oldest is None:
             oldest = {id(op): oldest_pending(op) for op in ready}
-        tail = self.flush_tail
+        tail, item_tail = self.flush_tail, self.item_tail
         out: list[tuple[float, float, float, SchedOperator | None]] = []
         for op in ready:
-            per_tuple = tail.get(id(op), 0.0)
+            per_tuple, per_item = tail.get(id(op), 0.0), item_tail.get(id(op), 0.0)
             for q, r in zip(op.input_queues, op.readers):
                 n = r.pending()
                 if not n:
                     continue
                 stamps = getattr(r, "stamps", None)
                 if stamps is not None:
-                    out += [(ts, ts, rows * per_tuple, None) for ts, rows in stamps()]
+                    out += [(ts, ts, per_item + rows * per_tuple, None) for ts, rows in stamps()]
                     continue
                 held = len(q) if hasattr(q, "__len__") else 0
                 rows = q.tuples * n / held if held else r.peek_rows()
-                out.append((oldest[id(op)], oldest[id(op)], rows * per_tuple, None))
+                out.append((oldest[id(op)], oldest[id(op)], n * per_item + rows * per_tuple, None))
         self._unreleased = math.inf
         for x in self.topology.ops:
             held = self.held(x)
@@ -252,10 +266,11 @@ class ChainFlushPolicy(ChainPolicy):
         """
         if oldest is None:
             oldest = {id(op): oldest_pending(op) for op in ready}
-        tail = self.flush_tail
+        tail, item_tail = self.flush_tail, self.item_tail
         first, work = min(oldest.values(), default=math.inf), 0.0
         for op in ready:
-            work += sum(q.tuples for q in op.input_queues) * tail.get(id(op), 0.0)
+            work += (sum(q.tuples for q in op.input_queues) * tail.get(id(op), 0.0)
+                     + sum(r.pending() for r in op.readers) * item_tail.get(id(op), 0.0))
         for x in self.topology.ops:
             for ts, rows in self.held(x):
                 first = min(first, ts)
@@ -348,7 +363,7 @@ class ChainFlushPolicy(ChainPolicy):
             now_in, now_out = getattr(op, "tuples_in", None), getattr(op.output, "tuples_in", None)
             if rows_in is not None and now_in is not None and self.scale() > 0.0:
                 out = now_out - rows_out if rows_out is not None and now_out is not None else 0.0
-                self._costs.setdefault(id(op), RunCosts()).add(took, now_in - rows_in, out)
+                self._costs.setdefault(id(op), RunCosts()).add(took, now_in - rows_in, out, consumed)
         self._run_started = None
         self._rows_started = None
 
