@@ -110,7 +110,7 @@ class ChainFlushPolicy(ChainPolicy):
     cost_scale = Knob(float | None, default=None, ge=0.0, unit="clock units per cost unit",
                       doc="converts cost_ns_per_tuple into clock units for the look-ahead; None: 1 with a "
                           "clock of the driver's, 0 with application time (which stands still during a run)")
-    headroom = Knob(float, default=0.05, ge=0.0, lt=1.0,
+    headroom = Knob(float, default=0.1, ge=0.0, lt=1.0,
                     doc="flush once a batch is estimated to exceed (1 - headroom) * latency_bound, a margin "
                         "for the error of measured costs")
     flushes = Stat(int, default=0, unit="picks", doc="picks made in flush mode")
