@@ -25,7 +25,20 @@ included, and rows written per row read), not the operators' own statistics. On 
 runs that only carry heartbeats and the bookkeeping around each run (measured on
 ``bench/scheduler_memory.py``: they account for 60-75% of the CPU time), and average per-run ratios, which
 operators that hold rows skew. Until an operator has been timed, its ``cost_ns_per_tuple`` x ``cost_scale``
-and ``selectivity`` are used (all the simulator's toy operators offer, so nothing changes there).
+and ``selectivity`` are used (all the simulator's toy operators offer, so nothing changes there). A run costs
+per item read too (a batch or a heartbeat: the run's bookkeeping, an aggregate's release), measured on the
+runs that read no rows (``RunCosts.item_cost``) and charged to every waiting item besides its rows
+(``item_tail``: each item leads to one item at each operator below it). Spread over the rows instead, a
+backlog of the small items Chain leaves (it runs a cheap selective front operator on every arrival, a batch
+and its heartbeat apart, where FIFO reads them together) cost more than the average said, and heartbeats
+none: on ``bench/scheduler_memory.py`` the look-ahead was 10-50% short at the start of a flush.
+
+Work of a flush. Under load every operator of FIFO reads its full budget; Chain's runs on single items leave
+twice as many items downstream, and on the engine a run costs per run and per item, not only per row. A flush
+run in FIFO's order one item at a time did the same (``mixed_queries``, seed 7: 522 ms of work against FIFO's
+472, all of it the T path's aggregate and distinct, and its longest latency 199.6 ms against a bound of
+187.5). A flush therefore defers an operator that would read less than its budget while a candidate
+upstream of it can still feed it (``full_runs``): 483 ms, 178 ms.
 
 Cost of deciding. The exact test reads every waiting item, so it costs in proportion to the backlog: on the
 engine with budget 2 it took 100-400 us per pick during bursts, ten times an operator run, and (although the
@@ -52,11 +65,13 @@ RESCAN_EVERY = 64               # flush picks between two full scans while a flu
 
 
 class RunCosts:
-    """What one operator's runs cost on the policy's clock, from the runs the policy timed: clock time per row
-    read and rows written per row read, as ratios of exponentially decayed sums over its runs (recent runs
-    count most). Runs that only carried heartbeats count with their time and no rows, so heartbeats and the
-    overhead of each run are spread over the rows; a ratio of sums, unlike the operators' averages of
-    per-run ratios, is not skewed by an operator that holds rows and releases them in a later run."""
+    """What one operator's runs cost on the policy's clock, from the runs the policy timed: clock time per item
+    read (a batch or a heartbeat), per row read beyond that, and rows written per row read, as ratios of
+    exponentially decayed sums over its runs (recent runs count most). The time per item is that of the runs
+    that read items but no rows (heartbeats: the overhead of a run and of an item, and what an aggregate's
+    release costs); the rest of the time is spread over the rows. A ratio of sums, unlike the operators'
+    averages of per-run ratios, is not skewed by an operator that holds rows and releases them in a later
+    run."""
 
     __slots__ = ("bare_items", "bare_time", "items", "out", "rows", "time")
 
@@ -91,13 +106,15 @@ class ChainFlushPolicy(ChainPolicy):
     At each pick the policy estimates, for everything waiting, when it would be out under FIFO from now on:
     its wait so far, plus the processing time of everything ahead of it in FIFO order, plus its own and one
     run in progress (runs are not preempted), from the measured costs and selectivities (time per input row
-    until all it leads to has left the plan, every branch of a fan-out included, ``flush_tail``).
+    until all it leads to has left the plan, every branch of a fan-out included, ``flush_tail``, plus the
+    time per input item, ``item_tail``).
     Waiting are queued items and the rows operators hold internally (``held_stamps``); held rows come out
     in FIFO order once the first item newer than them has reached their operator, so they are placed at the
     oldest item waiting upstream of it. If anything would exceed the bound, the ready operator holding the
     oldest item at or before the newest one at risk runs (the deepest one on a tie), or, for held rows, the
-    one upstream of their operator that does (it carries the item that releases them), until nothing is at
-    risk; chain priorities and the user ``priority`` knob wait, the bound comes first. Otherwise Chain
+    one upstream of their operator that does (it carries the item that releases them), except that an
+    operator that would read less than its budget waits while a candidate upstream can still feed it
+    (``full_runs``), until nothing is at risk; chain priorities and the user ``priority`` knob wait, the bound comes first. Otherwise Chain
     decides. The bound holds when it is feasible (at least the FIFO latency of the workload) and the
     estimates are good; it is a target, not a guarantee, when costs change faster than the statistics follow.
     """
@@ -112,7 +129,8 @@ class ChainFlushPolicy(ChainPolicy):
                           "clock of the driver's, 0 with application time (which stands still during a run)")
     headroom = Knob(float, default=0.1, ge=0.0, lt=1.0,
                     doc="flush once a batch is estimated to exceed (1 - headroom) * latency_bound, a margin "
-                        "for the error of measured costs")
+                        "for the error of measured costs (on bench/scheduler_memory.py the look-ahead was "
+                        "up to 5% short; 0.05 missed the bound by 0.6-1.3% on two workloads)")
     flushes = Stat(int, default=0, unit="picks", doc="picks made in flush mode")
     scans = Stat(int, default=0, unit="scans", doc="full scans of every waiting item (the costly part of a pick)")
     held_flushes = Stat(int, default=0, unit="picks",
@@ -166,7 +184,8 @@ class ChainFlushPolicy(ChainPolicy):
     def retail(self) -> None:
         """``flush_tail``: Chain's ``tail_time`` in clock units, from the costs measured on the clock
         (``RunCosts``; before any, the ``cost_ns_per_tuple`` statistic times ``cost_scale`` and the
-        ``selectivity`` statistic)."""
+        ``selectivity`` statistic); ``item_tail``: the measured time per item of the operator and of every
+        operator below it (an item read leads to an item at each; 0 until measured, as in the simulator)."""
         topo, costs, scale = self.topology, self.costs(), self.scale()
         tail: dict[int, float] = {}
         item_tail: dict[int, float] = {}
