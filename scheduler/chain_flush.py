@@ -25,7 +25,20 @@ included, and rows written per row read), not the operators' own statistics. On 
 runs that only carry heartbeats and the bookkeeping around each run (measured on
 ``bench/scheduler_memory.py``: they account for 60-75% of the CPU time), and average per-run ratios, which
 operators that hold rows skew. Until an operator has been timed, its ``cost_ns_per_tuple`` x ``cost_scale``
-and ``selectivity`` are used (all the simulator's toy operators offer, so nothing changes there).
+and ``selectivity`` are used (all the simulator's toy operators offer, so nothing changes there). A run costs
+per item read too (a batch or a heartbeat: the run's bookkeeping, an aggregate's release), measured on the
+runs that read no rows (``RunCosts.item_cost``) and charged to every waiting item besides its rows
+(``item_tail``: each item leads to one item at each operator below it). Spread over the rows instead, a
+backlog of the small items Chain leaves (it runs a cheap selective front operator on every arrival, a batch
+and its heartbeat apart, where FIFO reads them together) cost more than the average said, and heartbeats
+none: on ``bench/scheduler_memory.py`` the look-ahead was 10-50% short at the start of a flush.
+
+Work of a flush. Under load every operator of FIFO reads its full budget; Chain's runs on single items leave
+twice as many items downstream, and on the engine a run costs per run and per item, not only per row. A flush
+run in FIFO's order one item at a time did the same (``mixed_queries``, seed 7: 522 ms of work against FIFO's
+472, all of it the T path's aggregate and distinct, and its longest latency 199.6 ms against a bound of
+187.5). A flush therefore defers an operator that would read less than its budget while a candidate
+upstream of it can still feed it (``full_runs``): 483 ms, 178 ms.
 
 Cost of deciding. The exact test reads every waiting item, so it costs in proportion to the backlog: on the
 engine with budget 2 it took 100-400 us per pick during bursts, ten times an operator run, and (although the
@@ -52,25 +65,36 @@ RESCAN_EVERY = 64               # flush picks between two full scans while a flu
 
 
 class RunCosts:
-    """What one operator's runs cost on the policy's clock, from the runs the policy timed: clock time per row
-    read and rows written per row read, as ratios of exponentially decayed sums over its runs (recent runs
-    count most). Runs that only carried heartbeats count with their time and no rows, so heartbeats and the
-    overhead of each run are spread over the rows; a ratio of sums, unlike the operators' averages of
-    per-run ratios, is not skewed by an operator that holds rows and releases them in a later run."""
+    """What one operator's runs cost on the policy's clock, from the runs the policy timed: clock time per item
+    read (a batch or a heartbeat), per row read beyond that, and rows written per row read, as ratios of
+    exponentially decayed sums over its runs (recent runs count most). The time per item is that of the runs
+    that read items but no rows (heartbeats: the overhead of a run and of an item, and what an aggregate's
+    release costs); the rest of the time is spread over the rows. A ratio of sums, unlike the operators'
+    averages of per-run ratios, is not skewed by an operator that holds rows and releases them in a later
+    run."""
 
-    __slots__ = ("out", "rows", "time")
+    __slots__ = ("bare_items", "bare_time", "items", "out", "rows", "time")
 
     def __init__(self) -> None:
-        self.time = self.rows = self.out = 0.0
+        self.time = self.rows = self.out = self.items = self.bare_time = self.bare_items = 0.0
 
-    def add(self, took: float, rows: float, out: float) -> None:
+    def add(self, took: float, rows: float, out: float, items: float = 0.0) -> None:
         d = MEASURE_DECAY
         self.time = self.time * d + took
         self.rows = self.rows * d + rows
         self.out = self.out * d + out
+        self.items = self.items * d + items
+        if not rows and items:
+            self.bare_time = self.bare_time * d + took
+            self.bare_items = self.bare_items * d + items
+
+    def item_cost(self) -> float:
+        return self.bare_time / self.bare_items if self.bare_items >= 1.0 else 0.0
 
     def row_cost(self, fallback: float) -> float:
-        return self.time / self.rows if self.rows >= 1.0 else fallback
+        if self.rows < 1.0:
+            return fallback
+        return max(self.time - self.item_cost() * self.items, 0.0) / self.rows
 
     def selectivity(self, fallback: float) -> float:
         return self.out / self.rows if self.rows >= 1.0 else fallback
@@ -82,13 +106,15 @@ class ChainFlushPolicy(ChainPolicy):
     At each pick the policy estimates, for everything waiting, when it would be out under FIFO from now on:
     its wait so far, plus the processing time of everything ahead of it in FIFO order, plus its own and one
     run in progress (runs are not preempted), from the measured costs and selectivities (time per input row
-    until all it leads to has left the plan, every branch of a fan-out included, ``flush_tail``).
+    until all it leads to has left the plan, every branch of a fan-out included, ``flush_tail``, plus the
+    time per input item, ``item_tail``).
     Waiting are queued items and the rows operators hold internally (``held_stamps``); held rows come out
     in FIFO order once the first item newer than them has reached their operator, so they are placed at the
     oldest item waiting upstream of it. If anything would exceed the bound, the ready operator holding the
     oldest item at or before the newest one at risk runs (the deepest one on a tie), or, for held rows, the
-    one upstream of their operator that does (it carries the item that releases them), until nothing is at
-    risk; chain priorities and the user ``priority`` knob wait, the bound comes first. Otherwise Chain
+    one upstream of their operator that does (it carries the item that releases them), except that an
+    operator that would read less than its budget waits while a candidate upstream can still feed it
+    (``full_runs``), until nothing is at risk; chain priorities and the user ``priority`` knob wait, the bound comes first. Otherwise Chain
     decides. The bound holds when it is feasible (at least the FIFO latency of the workload) and the
     estimates are good; it is a target, not a guarantee, when costs change faster than the statistics follow.
     """
@@ -103,7 +129,9 @@ class ChainFlushPolicy(ChainPolicy):
                           "clock of the driver's, 0 with application time (which stands still during a run)")
     headroom = Knob(float, default=0.05, ge=0.0, lt=1.0,
                     doc="flush once a batch is estimated to exceed (1 - headroom) * latency_bound, a margin "
-                        "for the error of measured costs")
+                        "for the error of measured costs (more is not always safer: on "
+                        "bench/scheduler_memory.py window_join seed 8 met the bound with 0.05 and missed it "
+                        "with 0.075 and 0.1, while greedy_trap seed 7 and mixed_queries seed 9 did the reverse)")
     flushes = Stat(int, default=0, unit="picks", doc="picks made in flush mode")
     scans = Stat(int, default=0, unit="scans", doc="full scans of every waiting item (the costly part of a pick)")
     held_flushes = Stat(int, default=0, unit="picks",
@@ -114,6 +142,7 @@ class ChainFlushPolicy(ChainPolicy):
         self.clock = clock
         self.longest_run = 0.0
         self.flush_tail: dict[int, float] = {}     # clock time per input row until all it leads to is out
+        self.item_tail: dict[int, float] = {}      # ... and per input item (batch or heartbeat), besides
         self._costs: dict[int, RunCosts] = {}
         self._held: dict[int, list] = {}           # held_stamps() per operator, until it runs again
         self._tail_runs = 0
@@ -156,16 +185,21 @@ class ChainFlushPolicy(ChainPolicy):
     def retail(self) -> None:
         """``flush_tail``: Chain's ``tail_time`` in clock units, from the costs measured on the clock
         (``RunCosts``; before any, the ``cost_ns_per_tuple`` statistic times ``cost_scale`` and the
-        ``selectivity`` statistic)."""
+        ``selectivity`` statistic); ``item_tail``: the measured time per item of the operator and of every
+        operator below it (an item read leads to an item at each; 0 until measured, as in the simulator)."""
         topo, costs, scale = self.topology, self.costs(), self.scale()
         tail: dict[int, float] = {}
+        item_tail: dict[int, float] = {}
         for op in sorted(topo.ops, key=lambda o: -topo.depth[id(o)]):          # consumers first
             m = self._costs.get(id(op))
             stat_cost, stat_sel = costs[id(op)] * scale, max(op.selectivity, 0.0)
             cost = m.row_cost(stat_cost) if m is not None and scale else stat_cost
             sel = 0.0 if topo.is_sink(op) else m.selectivity(stat_sel) if m is not None else stat_sel
             tail[id(op)] = cost + sel * sum(tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
+            item_tail[id(op)] = (m.item_cost() if m is not None and scale else 0.0) + sum(
+                item_tail.get(id(c), 0.0) for c in topo.consumers[id(op)])
         self.flush_tail = tail
+        self.item_tail = item_tail
         self._tail_runs = 0
         self._slack = None                # estimates changed: the next pick scans again
 
@@ -184,21 +218,21 @@ class ChainFlushPolicy(ChainPolicy):
         """
         if oldest is None:
             oldest = {id(op): oldest_pending(op) for op in ready}
-        tail = self.flush_tail
+        tail, item_tail = self.flush_tail, self.item_tail
         out: list[tuple[float, float, float, SchedOperator | None]] = []
         for op in ready:
-            per_tuple = tail.get(id(op), 0.0)
+            per_tuple, per_item = tail.get(id(op), 0.0), item_tail.get(id(op), 0.0)
             for q, r in zip(op.input_queues, op.readers):
                 n = r.pending()
                 if not n:
                     continue
                 stamps = getattr(r, "stamps", None)
                 if stamps is not None:
-                    out += [(ts, ts, rows * per_tuple, None) for ts, rows in stamps()]
+                    out += [(ts, ts, per_item + rows * per_tuple, None) for ts, rows in stamps()]
                     continue
                 held = len(q) if hasattr(q, "__len__") else 0
                 rows = q.tuples * n / held if held else r.peek_rows()
-                out.append((oldest[id(op)], oldest[id(op)], rows * per_tuple, None))
+                out.append((oldest[id(op)], oldest[id(op)], n * per_item + rows * per_tuple, None))
         self._unreleased = math.inf
         for x in self.topology.ops:
             held = self.held(x)
@@ -252,10 +286,11 @@ class ChainFlushPolicy(ChainPolicy):
         """
         if oldest is None:
             oldest = {id(op): oldest_pending(op) for op in ready}
-        tail = self.flush_tail
+        tail, item_tail = self.flush_tail, self.item_tail
         first, work = min(oldest.values(), default=math.inf), 0.0
         for op in ready:
-            work += sum(q.tuples for q in op.input_queues) * tail.get(id(op), 0.0)
+            work += (sum(q.tuples for q in op.input_queues) * tail.get(id(op), 0.0)
+                     + sum(r.pending() for r in op.readers) * item_tail.get(id(op), 0.0))
         for x in self.topology.ops:
             for ts, rows in self.held(x):
                 first = min(first, ts)
@@ -300,11 +335,21 @@ class ChainFlushPolicy(ChainPolicy):
             if cands:
                 self._since_scan += 1
                 self.held_flushes += bool(self._late)
-                return min(cands, key=self.fifo_key)
+                return min(self.full_runs(cands), key=self.fifo_key)
             self._target = None           # this flush is done (or only time can help): look again once
             if fresh:
                 break
         return None
+
+    def full_runs(self, cands: list[SchedOperator]) -> list[SchedOperator]:
+        """The candidates of a flush less those that would read less than their budget while a candidate
+        upstream of them is still to feed them: they run once it has, with fuller runs."""
+        ids = {id(o) for o in cands}
+        up = self.topology.upstream
+        out = [o for o in cands
+               if sum(r.pending() for r in o.readers) >= self.budget(o)
+               or not any(k in ids for k in up(o) if k != id(o))]
+        return out or cands
 
     # -- the interface ------------------------------------------------------------------------------------
     def pick(self, ready: Any) -> SchedOperator | None:
@@ -338,7 +383,7 @@ class ChainFlushPolicy(ChainPolicy):
             now_in, now_out = getattr(op, "tuples_in", None), getattr(op.output, "tuples_in", None)
             if rows_in is not None and now_in is not None and self.scale() > 0.0:
                 out = now_out - rows_out if rows_out is not None and now_out is not None else 0.0
-                self._costs.setdefault(id(op), RunCosts()).add(took, now_in - rows_in, out)
+                self._costs.setdefault(id(op), RunCosts()).add(took, now_in - rows_in, out, consumed)
         self._run_started = None
         self._rows_started = None
 
