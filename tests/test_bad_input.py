@@ -139,6 +139,29 @@ def test_timestamps_out_of_range_are_refused(eng):
         eng.heartbeat(2**63 - 1)
 
 
+def test_timestamps_beyond_int64_are_input_errors_not_crashes(eng):
+    """SPEC section 5: errors are dsms exceptions, never a crash. A timestamp beyond int64 (a scalar ts, an
+    update's ts, one of a list, an unsigned numpy array) was an OverflowError, or a misleading "not an integer"."""
+    import numpy as np
+
+    q = eng.execute("SELECT a FROM S")
+    row = {"a": 1, "b": 1.0, "c": "x"}
+    for ts in (2**63, -(2**63) - 1, 2**64):
+        with pytest.raises(InputError, match="out of range"):
+            eng.push("S", [row], ts=ts)
+        with pytest.raises(InputError, match="out of range"):
+            eng.update("R", insert=[{"k": 1, "v": "x"}], ts=ts)
+    with pytest.raises(InputError, match="out of range") as e:
+        eng.push("S", [row, row], ts=[1, 2**63])
+    assert e.value.index == 1
+    with pytest.raises(InputError, match="9223372036854775808 is out of range"):
+        eng.push("S", [row], ts=np.array([2**63], dtype=np.uint64))
+    with pytest.raises(InputError, match="out of range"):
+        eng.push("S", [row], ts=[1e300])
+    eng.push("S", [row], ts=2)
+    assert results(eng, q, 3) == [(2, 1, {"a": 1})]
+
+
 def test_whole_floats_are_integers_and_fractions_are_refused(eng):
     """JSON has one number type, so 2.0 for an INT column or a timestamp is the integer 2; 2.5 is refused
     with the element's index and nothing of its batch is applied."""
