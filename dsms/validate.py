@@ -34,6 +34,10 @@ def typed_columns(schema: Sequence[tuple[str, str]], rows: Sequence[Mapping] | N
             if j not in given:
                 raise InputError(f"missing column '{c}'", index=0)
         raw = [given[j] for j in range(len(names))]
+        for j, col in enumerate(raw):
+            if isinstance(col, str | bytes | Mapping) or not hasattr(col, "__len__") \
+                    or (isinstance(col, np.ndarray) and col.ndim != 1):
+                raise InputError(f"column '{names[j]}' must be a list of values, not {col!r:.80}")
         n = len(raw[0]) if raw else 0
         for j, col in enumerate(raw):
             if len(col) != n:

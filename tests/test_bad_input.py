@@ -162,6 +162,20 @@ def test_timestamps_beyond_int64_are_input_errors_not_crashes(eng):
     assert results(eng, q, 3) == [(2, 1, {"a": 1})]
 
 
+def test_columnar_push_with_a_scalar_column_is_an_input_error(eng):
+    """A columnar batch whose column is a scalar (not a list) was a TypeError from len(); SPEC section 5 wants
+    a dsms error."""
+    import numpy as np
+
+    for cols in ({"a": 5, "b": [1.0], "c": ["x"]}, {"a": [1], "b": [1.0], "c": "x"},
+                 {"a": np.array(1), "b": [1.0], "c": ["x"]}):
+        with pytest.raises(InputError, match="must be a list of values"):
+            eng.push("S", cols, ts=1)
+    q = eng.execute("SELECT a FROM S")
+    eng.push("S", {"a": [1], "b": [1.0], "c": ["x"]}, ts=1)
+    assert results(eng, q, 2) == [(1, 1, {"a": 1})]
+
+
 def test_whole_floats_are_integers_and_fractions_are_refused(eng):
     """JSON has one number type, so 2.0 for an INT column or a timestamp is the integer 2; 2.5 is refused
     with the element's index and nothing of its batch is applied."""
