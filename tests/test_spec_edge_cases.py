@@ -281,6 +281,22 @@ CASES = {
         S, "SELECT DSTREAM(a) FROM S [RANGE 10 SLIDE 4]",
         (("push", "S", [{"a": 1}, {"a": 2}], [-9, -1]),), 30,
         [(4, 1, {"a": 1}), (12, 1, {"a": 2})], "stream", [("a", "INT")]),
+    # SPEC 3 [RANGE T]: τ - T < ts <= τ, for any T the dialect accepts; 100000000000 DAYS is 8.64e18 ticks, beyond
+    # the 2**62 that bounds timestamps, so ts + T is beyond int64 for ts near 2**62 (it wrapped around to a delete
+    # in the past, and the count at 5 was lost). Nothing ever leaves: 1 at 5, 2 at 2**62 - 10. With the largest
+    # size, 2**63 - 1, only the element at -2**62 leaves, at -2**62 + 2**63 - 1 = 2**62 - 1 (DSTREAM had deletes
+    # at wrapped-around instants for the others); with that slide too the only evaluation point in the domain is
+    # 0 (the element at -2**62 enters there; the later ones would enter at 2**63 - 1, which no input reaches).
+    "RANGE wider than the timestamp domain": (
+        S, "SELECT COUNT(*) AS n FROM S [RANGE 100000000000 DAYS]",
+        (("push", "S", [{"a": 1}, {"a": 2}], [5, 2**62 - 10]),), 2**62,
+        [(5, 1, {"n": 1}), (2**62 - 10, -1, {"n": 1}), (2**62 - 10, 1, {"n": 2})],
+        "relation", [("n", "INT")]),
+    "RANGE of the largest size, from the lowest timestamp": (
+        S, "SELECT DSTREAM(a) FROM S [RANGE 9223372036854775807] UNION ALL "
+           "SELECT ISTREAM(a) FROM S [RANGE 9223372036854775807 SLIDE 9223372036854775807]",
+        (("push", "S", [{"a": 1}, {"a": 2}, {"a": 3}], [-(2**62), 5, 2**62 - 10]),), 2**62,
+        [(0, 1, {"a": 1}), (2**62 - 1, 1, {"a": 1})], "stream", [("a", "INT")]),
 }
 
 
