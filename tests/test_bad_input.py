@@ -32,6 +32,19 @@ def test_unknown_column_names_it_and_suggests(eng):
     assert "'aa'" in str(e.value) and "did you mean 'a'" in str(e.value)
 
 
+def test_bind_errors_name_what_was_expected(eng):
+    """SPEC 4: a parse or bind error names the line, the column, and what was expected: for an unknown column
+    the columns in scope, for an unknown FROM name the registered names."""
+    for q, pos, expected in [("SELECT zz FROM S", "column 8", "expected one of the columns a, b, c"),
+                             ("SELECT X.zz FROM S X", "column 8", "expected one of the columns a, b, c"),
+                             ("SELECT a FROM S [PARTITION BY zz ROWS 1]", "column 31",
+                              "expected one of the columns a, b, c"),
+                             ("SELECT a FROM Nope", "column 15", "expected one of S, R")]:
+        with pytest.raises(SchemaError) as e:
+            eng.execute(q)
+        assert f"line 1, {pos}:" in str(e.value) and expected in str(e.value), str(e.value)
+
+
 def test_wrong_type_in_expression_names_position(eng):
     with pytest.raises(SchemaError) as e:
         eng.execute("SELECT a FROM S WHERE c > 1")
