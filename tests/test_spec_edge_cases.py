@@ -297,6 +297,21 @@ CASES = {
            "SELECT ISTREAM(a) FROM S [RANGE 9223372036854775807 SLIDE 9223372036854775807]",
         (("push", "S", [{"a": 1}, {"a": 2}, {"a": 3}], [-(2**62), 5, 2**62 - 10]),), 2**62,
         [(0, 1, {"a": 1}), (2**62 - 1, 1, {"a": 1})], "stream", [("a", "INT")]),
+    # SPEC 3: standard SQL, where INT = FLOAT compares as FLOAT (PostgreSQL: bigint = double precision is
+    # float8 equality; the engine's WHERE and joins do so): 2**53 + 1 = 2**53.0 holds. `x IN (subquery)` is
+    # `x = ANY (subquery)` and EXISTS with a correlated `=` the same equality, so they hold too; they used a
+    # hash key that compared 2**53 + 1 with 2**53.0 exactly (and NOT IN, NOT EXISTS let the row pass)
+    "INT = FLOAT through IN, EXISTS and a scalar subquery": (
+        ("REGISTER STREAM S (a INT)", "REGISTER RELATION R (d FLOAT)"),
+        "SELECT a FROM S WHERE a IN (SELECT d FROM R) AND EXISTS (SELECT * FROM R WHERE R.d = S.a) "
+        "AND a = (SELECT MAX(d) FROM R) AND a = 9007199254740992.0",
+        (("update", "R", [{"d": 2.0**53}], [], 0), ("push", "S", [{"a": 2**53 + 1}, {"a": 3}], [1, 1])), 5,
+        [(1, 1, {"a": 2**53 + 1})], "stream", [("a", "INT")]),
+    "INT = FLOAT through NOT IN and NOT EXISTS": (
+        ("REGISTER STREAM S (a INT)", "REGISTER RELATION R (d FLOAT)"),
+        "SELECT a FROM S WHERE a NOT IN (SELECT d FROM R) AND NOT EXISTS (SELECT * FROM R WHERE R.d = S.a)",
+        (("update", "R", [{"d": 2.0**53}], [], 0), ("push", "S", [{"a": 2**53 + 1}, {"a": 3}], [1, 1])), 5,
+        [(1, 1, {"a": 3})], "stream", [("a", "INT")]),
 }
 
 

@@ -590,7 +590,9 @@ class Binder:
                 a, b = int(p.left.name[1:]), int(p.right.name[1:])
                 if a >= width > b:
                     a, b = b, a
-                if a < width <= b:
+                # a hash key compares values exactly; INT = FLOAT compares as FLOAT (as in WHERE and in a
+                # join), so such an equality stays in the predicate
+                if a < width <= b and self._key_compatible(left.types[a], right.types[b - width]):
                     lkeys.append(a)
                     rkeys.append(b - width)
                     continue
