@@ -67,7 +67,10 @@ class Catalog:
             where = f"line {pos[0]}, column {pos[1]}: " if pos else ""
             close = difflib.get_close_matches(name.lower(), list(self.objects), n=1)
             hint = f"; did you mean '{self.objects[close[0]].name if not isinstance(self.objects[close[0]], QueryDef) else self.objects[close[0]].name}'?" if close else ""
-            raise SchemaError(f"{where}unknown stream or relation '{name}'{hint}")
+            shown = [o.name for o in self.objects.values()]
+            known = ("one of " + ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")) if shown \
+                else "a registered name (nothing is registered yet)"
+            raise SchemaError(f"{where}unknown stream or relation '{name}'; expected {known}{hint}")
         return obj
 
     def remove(self, name: str) -> None:

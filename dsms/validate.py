@@ -34,6 +34,10 @@ def typed_columns(schema: Sequence[tuple[str, str]], rows: Sequence[Mapping] | N
             if j not in given:
                 raise InputError(f"missing column '{c}'", index=0)
         raw = [given[j] for j in range(len(names))]
+        for j, col in enumerate(raw):
+            if isinstance(col, str | bytes | Mapping) or not hasattr(col, "__len__") \
+                    or (isinstance(col, np.ndarray) and col.ndim != 1):
+                raise InputError(f"column '{names[j]}' must be a list of values, not {col!r:.80}")
         n = len(raw[0]) if raw else 0
         for j, col in enumerate(raw):
             if len(col) != n:
@@ -128,6 +132,12 @@ def timestamp(ts: Any, index: int | None = None) -> Any:
     return ts
 
 
+def _in_range(v: int, index: int | None) -> None:
+    if not -TS_LIMIT <= v <= TS_LIMIT:
+        raise InputError(f"timestamp {v} is out of range (|ts| <= 2**62 ticks, so that a window's end cannot "
+                         "overflow)", index=index)
+
+
 def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.ndarray:
     """Per-row int64 timestamps, checked: integers (or ISO 8601 strings), never decreasing, not below what the
     input has passed."""
@@ -135,6 +145,7 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
     if isinstance(ts, bool):
         raise InputError(f"a timestamp must be an integer, not {ts!r}")
     if isinstance(ts, int | np.integer):
+        _in_range(int(ts), None)
         arr = np.full(n, int(ts), dtype=np.int64)
     else:
         arr = ts if isinstance(ts, np.ndarray) else None
@@ -143,6 +154,9 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
                 values = list(ts)
                 if any(isinstance(v, str | float) for v in values):
                     values = [timestamp(v, k) for k, v in enumerate(values)]
+                for k, v in enumerate(values):      # beyond int64, numpy would make floats or objects of them
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        _in_range(v, k)
                 arr = np.asarray(values)
             except (TypeError, ValueError):
                 raise InputError(f"ts must be an integer or a list of integers, not {ts!r:.80}") from None
@@ -152,8 +166,14 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
             arr = np.asarray([timestamp(v, k) for k, v in enumerate(arr.tolist())], dtype=object)
         if arr.dtype.kind not in "iu":
             for k, v in enumerate(arr.tolist()):
+                if isinstance(v, float) and v.is_integer():     # a whole float beyond int64
+                    raise InputError(f"timestamp {v!r} is out of range (|ts| <= 2**62 ticks)", index=k)
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise InputError(f"timestamp {v!r} is not an integer", index=k)
+                _in_range(v, k)
+        if arr.dtype.kind == "u" and n and int(arr.max()) > TS_LIMIT:     # before the cast wraps it
+            k = int(np.argmax(arr > TS_LIMIT))
+            _in_range(int(arr[k]), k)
         arr = arr.astype(np.int64, copy=False)
         if n > 1:
             back = np.nonzero(np.diff(arr) < 0)[0]

@@ -32,6 +32,19 @@ def test_unknown_column_names_it_and_suggests(eng):
     assert "'aa'" in str(e.value) and "did you mean 'a'" in str(e.value)
 
 
+def test_bind_errors_name_what_was_expected(eng):
+    """SPEC 4: a parse or bind error names the line, the column, and what was expected: for an unknown column
+    the columns in scope, for an unknown FROM name the registered names."""
+    for q, pos, expected in [("SELECT zz FROM S", "column 8", "expected one of the columns a, b, c"),
+                             ("SELECT X.zz FROM S X", "column 8", "expected one of the columns a, b, c"),
+                             ("SELECT a FROM S [PARTITION BY zz ROWS 1]", "column 31",
+                              "expected one of the columns a, b, c"),
+                             ("SELECT a FROM Nope", "column 15", "expected one of S, R")]:
+        with pytest.raises(SchemaError) as e:
+            eng.execute(q)
+        assert f"line 1, {pos}:" in str(e.value) and expected in str(e.value), str(e.value)
+
+
 def test_wrong_type_in_expression_names_position(eng):
     with pytest.raises(SchemaError) as e:
         eng.execute("SELECT a FROM S WHERE c > 1")
@@ -137,6 +150,43 @@ def test_timestamps_out_of_range_are_refused(eng):
     assert e.value.index == 1 and "out of range" in str(e.value)
     with pytest.raises(InputError):
         eng.heartbeat(2**63 - 1)
+
+
+def test_timestamps_beyond_int64_are_input_errors_not_crashes(eng):
+    """SPEC section 5: errors are dsms exceptions, never a crash. A timestamp beyond int64 (a scalar ts, an
+    update's ts, one of a list, an unsigned numpy array) was an OverflowError, or a misleading "not an integer"."""
+    import numpy as np
+
+    q = eng.execute("SELECT a FROM S")
+    row = {"a": 1, "b": 1.0, "c": "x"}
+    for ts in (2**63, -(2**63) - 1, 2**64):
+        with pytest.raises(InputError, match="out of range"):
+            eng.push("S", [row], ts=ts)
+        with pytest.raises(InputError, match="out of range"):
+            eng.update("R", insert=[{"k": 1, "v": "x"}], ts=ts)
+    with pytest.raises(InputError, match="out of range") as e:
+        eng.push("S", [row, row], ts=[1, 2**63])
+    assert e.value.index == 1
+    with pytest.raises(InputError, match="9223372036854775808 is out of range"):
+        eng.push("S", [row], ts=np.array([2**63], dtype=np.uint64))
+    with pytest.raises(InputError, match="out of range"):
+        eng.push("S", [row], ts=[1e300])
+    eng.push("S", [row], ts=2)
+    assert results(eng, q, 3) == [(2, 1, {"a": 1})]
+
+
+def test_columnar_push_with_a_scalar_column_is_an_input_error(eng):
+    """A columnar batch whose column is a scalar (not a list) was a TypeError from len(); SPEC section 5 wants
+    a dsms error."""
+    import numpy as np
+
+    for cols in ({"a": 5, "b": [1.0], "c": ["x"]}, {"a": [1], "b": [1.0], "c": "x"},
+                 {"a": np.array(1), "b": [1.0], "c": ["x"]}):
+        with pytest.raises(InputError, match="must be a list of values"):
+            eng.push("S", cols, ts=1)
+    q = eng.execute("SELECT a FROM S")
+    eng.push("S", {"a": [1], "b": [1.0], "c": ["x"]}, ts=1)
+    assert results(eng, q, 2) == [(1, 1, {"a": 1})]
 
 
 def test_whole_floats_are_integers_and_fractions_are_refused(eng):

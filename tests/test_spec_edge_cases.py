@@ -281,6 +281,37 @@ CASES = {
         S, "SELECT DSTREAM(a) FROM S [RANGE 10 SLIDE 4]",
         (("push", "S", [{"a": 1}, {"a": 2}], [-9, -1]),), 30,
         [(4, 1, {"a": 1}), (12, 1, {"a": 2})], "stream", [("a", "INT")]),
+    # SPEC 3 [RANGE T]: τ - T < ts <= τ, for any T the dialect accepts; 100000000000 DAYS is 8.64e18 ticks, beyond
+    # the 2**62 that bounds timestamps, so ts + T is beyond int64 for ts near 2**62 (it wrapped around to a delete
+    # in the past, and the count at 5 was lost). Nothing ever leaves: 1 at 5, 2 at 2**62 - 10. With the largest
+    # size, 2**63 - 1, only the element at -2**62 leaves, at -2**62 + 2**63 - 1 = 2**62 - 1 (DSTREAM had deletes
+    # at wrapped-around instants for the others); with that slide too the only evaluation point in the domain is
+    # 0 (the element at -2**62 enters there; the later ones would enter at 2**63 - 1, which no input reaches).
+    "RANGE wider than the timestamp domain": (
+        S, "SELECT COUNT(*) AS n FROM S [RANGE 100000000000 DAYS]",
+        (("push", "S", [{"a": 1}, {"a": 2}], [5, 2**62 - 10]),), 2**62,
+        [(5, 1, {"n": 1}), (2**62 - 10, -1, {"n": 1}), (2**62 - 10, 1, {"n": 2})],
+        "relation", [("n", "INT")]),
+    "RANGE of the largest size, from the lowest timestamp": (
+        S, "SELECT DSTREAM(a) FROM S [RANGE 9223372036854775807] UNION ALL "
+           "SELECT ISTREAM(a) FROM S [RANGE 9223372036854775807 SLIDE 9223372036854775807]",
+        (("push", "S", [{"a": 1}, {"a": 2}, {"a": 3}], [-(2**62), 5, 2**62 - 10]),), 2**62,
+        [(0, 1, {"a": 1}), (2**62 - 1, 1, {"a": 1})], "stream", [("a", "INT")]),
+    # SPEC 3: standard SQL, where INT = FLOAT compares as FLOAT (PostgreSQL: bigint = double precision is
+    # float8 equality; the engine's WHERE and joins do so): 2**53 + 1 = 2**53.0 holds. `x IN (subquery)` is
+    # `x = ANY (subquery)` and EXISTS with a correlated `=` the same equality, so they hold too; they used a
+    # hash key that compared 2**53 + 1 with 2**53.0 exactly (and NOT IN, NOT EXISTS let the row pass)
+    "INT = FLOAT through IN, EXISTS and a scalar subquery": (
+        ("REGISTER STREAM S (a INT)", "REGISTER RELATION R (d FLOAT)"),
+        "SELECT a FROM S WHERE a IN (SELECT d FROM R) AND EXISTS (SELECT * FROM R WHERE R.d = S.a) "
+        "AND a = (SELECT MAX(d) FROM R) AND a = 9007199254740992.0",
+        (("update", "R", [{"d": 2.0**53}], [], 0), ("push", "S", [{"a": 2**53 + 1}, {"a": 3}], [1, 1])), 5,
+        [(1, 1, {"a": 2**53 + 1})], "stream", [("a", "INT")]),
+    "INT = FLOAT through NOT IN and NOT EXISTS": (
+        ("REGISTER STREAM S (a INT)", "REGISTER RELATION R (d FLOAT)"),
+        "SELECT a FROM S WHERE a NOT IN (SELECT d FROM R) AND NOT EXISTS (SELECT * FROM R WHERE R.d = S.a)",
+        (("update", "R", [{"d": 2.0**53}], [], 0), ("push", "S", [{"a": 2**53 + 1}, {"a": 3}], [1, 1])), 5,
+        [(1, 1, {"a": 3})], "stream", [("a", "INT")]),
 }
 
 

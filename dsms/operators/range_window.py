@@ -23,6 +23,25 @@ def _ceil_to(x: np.ndarray, s: int) -> np.ndarray:
     return -((-x) // s) * s
 
 
+# Timestamps and heartbeats are at most 2**62 in absolute value (docs/contract-engine-api.md), so no frontier
+# reaches NEVER: a delete stamped NEVER is one that never happens. Window ends saturate at NEVER, so that a size
+# beyond 2**62 (`RANGE 100000000000 DAYS` is 8.64e18 ticks) cannot wrap around int64.
+NEVER = 2**62 + 1
+
+
+def _end(ts: np.ndarray, size) -> np.ndarray:
+    """min(ts + size, NEVER), without int64 overflow, for |ts| <= 2**62 and 1 <= size <= 2**63 - 1."""
+    pos = np.maximum(ts, 1)                                   # where ts > 0: NEVER - ts cannot overflow
+    return np.where(ts > 0, pos + np.minimum(size, NEVER - pos),
+                    np.minimum(np.minimum(ts, 0) + size, NEVER))   # where ts <= 0: ts + size cannot overflow
+
+
+def _end_to(end: np.ndarray, s: int) -> np.ndarray:
+    """The first multiple of the slide at or after ``end``, or NEVER when ``end`` is NEVER."""
+    never = end >= NEVER
+    return np.where(never, NEVER, _ceil_to(np.where(never, 0, end), s))
+
+
 class RangeWindowOp(Operator):
     """Changing the ``range`` knob follows PIPES (digest-002b Q-3, W7 and pitfall P-5/P-7): the new size applies
     to elements whose timestamp is at or after a future instant — the instant after everything the input has
@@ -76,13 +95,13 @@ class RangeWindowOp(Operator):
         ts = batch.ts
         size = self._sizes(ts)
         if self.slide == 1:
-            ins_t, del_t = ts, ts + size
+            ins_t, del_t = ts, _end(ts, size)
             keep = slice(None)
             ins = Batch(ins_t, batch.sign, batch.cols)
             dele = Batch(del_t, -batch.sign, batch.cols)
         else:
             ins_t = _ceil_to(ts, self.slide)
-            del_t = _ceil_to(ts + size, self.slide)
+            del_t = _end_to(_end(ts, size), self.slide)
             keep = ins_t < del_t
             ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
             dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])

@@ -149,7 +149,8 @@ class Scope:
                     return item.offset + j, item.types[j]
             close = difflib.get_close_matches(name, [n.lower() for n in item.names], n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise SchemaError(f"{_at(ref.pos)}'{item.alias}' has no column '{ref.name}'{hint}")
+            raise SchemaError(f"{_at(ref.pos)}'{item.alias}' has no column '{ref.name}'; expected "
+                              f"{_known(item.names)}{hint}")
         found = []
         for item in self.items:
             for j, n in enumerate(item.names):
@@ -164,6 +165,14 @@ class Scope:
 
     def all_names(self) -> list[str]:
         return [n for i in self.items for n in i.names]
+
+
+def _known(names) -> str:
+    """What a column reference could have named (SPEC 4: a bind error names what was expected)."""
+    shown = list(dict.fromkeys(names))
+    if not shown:
+        return "no column here"
+    return "one of the columns " + ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
 
 
 # ------------------------------------------------------------------ the binder
@@ -327,7 +336,8 @@ class Binder:
             for ref in w.partition_by:
                 found = scope.find(ref)
                 if found is None:
-                    raise SchemaError(f"{_at(ref.pos)}PARTITION BY: '{alias}' has no column '{ref.name}'")
+                    raise SchemaError(f"{_at(ref.pos)}PARTITION BY: '{alias}' has no column '{ref.name}'; "
+                                      f"expected {_known(names)}")
                 part.append(found[0])
             return L.Window(node, "ROWS", rows=w.rows, partition=tuple(part), names=node.names)
         if w.kind == "NOW":
@@ -366,7 +376,7 @@ class Binder:
         names = scope.all_names()
         close = difflib.get_close_matches(ref.name.lower(), [n.lower() for n in names], n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise SchemaError(f"{_at(ref.pos)}unknown column '{ref.name}'{hint}")
+        raise SchemaError(f"{_at(ref.pos)}unknown column '{ref.name}'; expected {_known(names)}{hint}")
 
     def _type(self, bound, types) -> str:
         return infer_type(bound, type_resolver(list(types)))
@@ -580,7 +590,9 @@ class Binder:
                 a, b = int(p.left.name[1:]), int(p.right.name[1:])
                 if a >= width > b:
                     a, b = b, a
-                if a < width <= b:
+                # a hash key compares values exactly; INT = FLOAT compares as FLOAT (as in WHERE and in a
+                # join), so such an equality stays in the predicate
+                if a < width <= b and self._key_compatible(left.types[a], right.types[b - width]):
                     lkeys.append(a)
                     rkeys.append(b - width)
                     continue

@@ -160,6 +160,16 @@ _CMP = {
     "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "!=": lambda a, b: a != b,
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }
+
+
+def _cmp(op, a, b):
+    """A comparison; INT with FLOAT compares as FLOAT (float64), as PostgreSQL and the engine do (contract)."""
+    if _is_float(a) != _is_float(b) and isinstance(a, int | float) and isinstance(b, int | float) \
+            and not isinstance(a, bool) and not isinstance(b, bool):
+        a, b = float(a), float(b)
+    return _CMP[op](a, b)
+
+
 _ARITH = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _div, "%": _mod,
 }
@@ -1119,7 +1129,7 @@ class Reference:
             if op == "||":
                 return a + b
             a, b = self._ts(e.left, e.right, a, c), self._ts(e.right, e.left, b, c)
-            return _CMP[op](a, b)
+            return _cmp(op, a, b)
         if t is A.UnaryOp:
             v = self._ev(e.operand, c)
             if e.op == "NOT":
@@ -1134,14 +1144,14 @@ class Reference:
             return self._aggregate(e, c)
         if t is A.InList:
             v = self._ev(e.expr, c)
-            res = any(v == self._ts(x, e.expr, self._ev(x, c), c) for x in e.items)
+            res = any(_cmp("=", v, self._ts(x, e.expr, self._ev(x, c), c)) for x in e.items)
             return res != e.negated
         if t is A.Between:
             v, lo, hi = self._ev(e.expr, c), self._ev(e.low, c), self._ev(e.high, c)
             lo, hi = self._ts(e.low, e.expr, lo, c), self._ts(e.high, e.expr, hi, c)
             if None in (v, lo, hi):
                 return None
-            return (lo <= v <= hi) != e.negated
+            return (_cmp("<=", lo, v) and _cmp("<=", v, hi)) != e.negated
         if t is A.Like:
             v, p = self._ev(e.expr, c), self._ev(e.pattern, c)
             if v is None or p is None:
@@ -1152,7 +1162,7 @@ class Reference:
             if e.operand is not None:
                 v = self._ev(e.operand, c)
                 for w, r in e.whens:
-                    if v == self._ev(w, c):
+                    if _cmp("=", v, self._ev(w, c)):
                         return _cast(self._ev(r, c), typ)
             else:
                 for w, r in e.whens:
@@ -1168,13 +1178,14 @@ class Reference:
             return rows[0][0] if rows else None
         if t is A.InSubquery:
             v = self._ev(e.expr, c)
-            res = any(v == r[0] for r in self._sub(e.query, c))
+            res = any(_cmp("=", v, r[0]) for r in self._sub(e.query, c))
             return res != e.negated
         if t is A.Exists:
             return bool(self._sub(e.query, c)) != e.negated
         if t is A.Quantified:
             v = self._ev(e.expr, c)
-            cmp = _CMP[e.op]
+            def cmp(a, b, op=e.op):
+                return _cmp(op, a, b)
             vals = [r[0] for r in self._sub(e.query, c)]
             if e.quantifier == "ALL":
                 return all(cmp(v, x) for x in vals)
