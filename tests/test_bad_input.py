@@ -39,7 +39,10 @@ def test_bind_errors_name_what_was_expected(eng):
                              ("SELECT X.zz FROM S X", "column 8", "expected one of the columns a, b, c"),
                              ("SELECT a FROM S [PARTITION BY zz ROWS 1]", "column 31",
                               "expected one of the columns a, b, c"),
-                             ("SELECT a FROM Nope", "column 15", "expected one of S, R")]:
+                             ("SELECT a FROM Nope", "column 15", "expected one of S, R"),
+                             # an enclosing query's column that is not there (it was "unknown alias 'S'")
+                             ("SELECT a FROM S WHERE EXISTS (SELECT * FROM R WHERE R.k = S.q)", "column 59",
+                              "'S' has no column 'q'; expected one of the columns a, b, c")]:
         with pytest.raises(SchemaError) as e:
             eng.execute(q)
         assert f"line 1, {pos}:" in str(e.value) and expected in str(e.value), str(e.value)

@@ -368,7 +368,7 @@ class Binder:
         return map_expr(expr, lambda e: self.bind_expr(e, scope, allow_outer))
 
     def _unknown_column(self, ref: ast.ColumnRef, scope: Scope):
-        if ref.qualifier is not None and not any(i.alias.lower() == ref.qualifier.lower() for i in scope.items):
+        if ref.qualifier is not None and not _has_alias(scope, ref.qualifier):
             aliases = [i.alias for i in scope.items]
             close = difflib.get_close_matches(ref.qualifier, aliases, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -674,6 +674,7 @@ class Binder:
     def _is_correlated(self, q: ast.Select, scope: Scope) -> bool:
         if q.where is None:
             return False
+        inner = None
         try:
             nodes_items = []
             offset = 0
@@ -695,6 +696,12 @@ class Binder:
                 if any(isinstance(e, ast.ColumnRef) and e.name.startswith("$o") for e in iter_expr(b)):
                     return True
         except SchemaError:
+            # a reference qualified by an enclosing query's alias is correlated, so its error is the user's
+            # ("'S' has no column 'q'"), not a sign that the subquery stands alone
+            if inner is not None and any(
+                    isinstance(e, ast.ColumnRef) and e.qualifier is not None and not _has_alias(inner, e.qualifier)
+                    and _has_alias(scope, e.qualifier) for c in conjuncts(q.where) for e in iter_expr(c)):
+                raise
             return False
         return False
 
@@ -929,3 +936,7 @@ def dedupe(names: list[str]) -> list[str]:
         seen[n.lower()] = k
         out.append(n if k == 1 else f"{n}_{k}")
     return out
+
+
+def _has_alias(scope: Scope, alias: str) -> bool:
+    return any(i.alias.lower() == alias.lower() for i in scope.items)
