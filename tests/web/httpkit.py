@@ -146,14 +146,27 @@ class Server:
 
     def wait_results(self, query: str, pred, timeout: float = 20.0, **params: Any) -> list[dict]:
         """Poll (with a deadline) until ``pred(items)`` holds; returns the items."""
-        deadline = time.monotonic() + timeout
-        items: list[dict] = []
-        while time.monotonic() < deadline:
-            items = self.results(query, **params)
-            if pred(items):
-                return items
-            time.sleep(0.02)
-        raise AssertionError(f"condition not met before the deadline; last items: {items[-10:]}")
+        last: list[dict] = []
+
+        def ready():
+            last[:] = self.results(query, **params)
+            return pred(last)
+        try:
+            wait_for(ready, timeout=timeout)
+        except AssertionError:
+            raise AssertionError(f"condition not met before the deadline; last items: {last[-10:]}") from None
+        return last
+
+
+def wait_for(pred, timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``pred`` until it returns something true (returned), failing with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not met before the deadline")
 
 
 def elements(items: list[dict]) -> list[dict]:

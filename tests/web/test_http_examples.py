@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from httpkit import wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -84,10 +84,8 @@ def test_worked_example_over_http(make_server, ex):
     _heartbeat(srv, streams, relations, ex.until)
 
     for check, qid, schema in registered:
-        deadline = time.monotonic() + 20
-        while srv.get(f"/queries/{qid}").json()["stats"]["last_heartbeat"] != ex.until:
-            assert time.monotonic() < deadline, f"{qid} never reached the final heartbeat"
-            time.sleep(0.02)
+        wait_for(lambda qid=qid: srv.get(f"/queries/{qid}").json()["stats"]["last_heartbeat"] == ex.until,
+                 what=f"{qid} reaching the final heartbeat")
         engine = run_engine(Workload(ex.statements, check.query, ex.actions, ex.until))
 
         lines = srv.get(f"/queries/{qid}/results?follow=false").body.decode().splitlines()

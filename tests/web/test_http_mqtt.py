@@ -10,6 +10,7 @@ import time
 
 import aiomqtt
 from httpkit import Server, bag_by_ts, elements
+from httpkit import wait_for as wait
 
 from dsms import Engine
 
@@ -20,16 +21,6 @@ def publish(port: int, topic: str, payloads: list[dict]) -> None:
             for p in payloads:
                 await c.publish(topic, json.dumps(p), qos=1)
     asyncio.run(go())
-
-
-def wait(pred, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not met before the deadline")
 
 
 def test_mqtt_in_http_out_and_publish_to_mqtt(tmp_path, mosquitto):
