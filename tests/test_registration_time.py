@@ -44,19 +44,26 @@ def test_a_relation_loaded_after_an_earlier_query_is_seen_by_a_later_one():
     assert rows(q3) == [(1, 1, (2,)), (5, 1, (3,))]
 
 
+def register_between_1_and_2(eng, text: str, run_before: bool):
+    """S gets a = 1 at 1, then the query is registered (with 1 still queued, or processed first), then a = 2 at
+    2, and everything up to 10 is final; returns the query."""
+    eng.push("S", [{"a": 1}], ts=1)
+    if run_before:
+        eng.run()
+    q = eng.execute(text)
+    eng.push("S", [{"a": 2}], ts=2)
+    eng.heartbeat(10)
+    eng.run()
+    return q
+
+
 @pytest.mark.parametrize("run_before", [False, True], ids=["pending", "processed"])
 def test_a_shared_filter_does_not_hand_earlier_input_to_a_later_query(run_before):
     """1 arrives at 1 before q2 is registered, 2 at 2 after: q2 sees 2 only, whether or not the engine had
     processed 1 (the filter q2 shares with q1 had it still queued in one case)."""
     eng = make("REGISTER STREAM S (a INT)")
     q1 = eng.execute("SELECT a FROM S WHERE a > 0")
-    eng.push("S", [{"a": 1}], ts=1)
-    if run_before:
-        eng.run()
-    q2 = eng.execute("SELECT a FROM S WHERE a > 0")
-    eng.push("S", [{"a": 2}], ts=2)
-    eng.heartbeat(10)
-    eng.run()
+    q2 = register_between_1_and_2(eng, "SELECT a FROM S WHERE a > 0", run_before)
     assert rows(q1) == [(1, 1, (1,)), (2, 1, (2,))]
     assert rows(q2) == [(2, 1, (2,))]
 
@@ -66,13 +73,7 @@ def test_a_derived_stream_read_by_a_later_query(run_before):
     """d passes S on as it comes (no heartbeat needed); q reads d from its registration on: 1 arrived before it,
     2 after, so q sees 2 only, whether or not d had already processed 1."""
     eng = make("REGISTER STREAM S (a INT)", "REGISTER QUERY d AS SELECT a FROM S")
-    eng.push("S", [{"a": 1}], ts=1)
-    if run_before:
-        eng.run()
-    q = eng.execute("SELECT a FROM d WHERE a > 0")
-    eng.push("S", [{"a": 2}], ts=2)
-    eng.heartbeat(10)
-    eng.run()
+    q = register_between_1_and_2(eng, "SELECT a FROM d WHERE a > 0", run_before)
     assert rows(q) == [(2, 1, (2,))]
 
 
@@ -217,18 +218,7 @@ def test_dropping_the_first_owner_of_a_shared_plan_and_registering_its_text_agai
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from oracle.generators import CATALOG, RELATIONS, STREAMS, diff, queries, workloads  # noqa: E402
-
-
-def _apply(eng: Engine, a) -> None:
-    if a[0] == "push":
-        eng.push(a[1], a[2], ts=a[3])
-    elif a[0] == "update":
-        eng.update(a[1], insert=a[2], delete=a[3], ts=a[4])
-    elif a[0] == "heartbeat":
-        eng.heartbeat(*a[1:])
-    else:
-        eng.run()
+from oracle.generators import CATALOG, RELATIONS, STREAMS, apply, diff, queries, workloads  # noqa: E402
 
 
 def _seen_from(actions) -> list:
@@ -271,10 +261,10 @@ def _late_vs_fresh(w, first: str, k: int) -> str | None:
         late.execute(s)
     late.execute(first)
     for a in w.actions[:k]:
-        _apply(late, a)
+        apply(late, a)
     q = late.execute(w.query)
     for a in w.actions[k:]:
-        _apply(late, a)
+        apply(late, a)
     late.heartbeat(w.until)
     late.run()
     fresh = Engine()
@@ -282,7 +272,7 @@ def _late_vs_fresh(w, first: str, k: int) -> str | None:
         fresh.execute(s)
     f = fresh.execute(w.query)
     for a in [*_seen_from(w.actions[:k]), *w.actions[k:]]:
-        _apply(fresh, a)
+        apply(fresh, a)
     fresh.heartbeat(w.until)
     fresh.run()
     return diff([tuple(e) for e in f.drain()], [tuple(e) for e in q.drain()])

@@ -60,6 +60,19 @@ class Workload:
         p.text(repr(self))
 
 
+def apply(target, a) -> None:
+    """One workload action on the engine or the reference evaluator (which has no ``run``: it is exact at
+    every instant, so a "run" action means nothing to it)."""
+    if a[0] == "push":
+        target.push(a[1], a[2], ts=a[3])
+    elif a[0] == "update":
+        target.update(a[1], insert=a[2], delete=a[3], ts=a[4])
+    elif a[0] == "heartbeat":
+        target.heartbeat(*a[1:])                 # (h,) for every input, (h, name) for one
+    elif a[0] == "run" and hasattr(target, "run"):
+        target.run()
+
+
 def run_reference(w: Workload, dense: bool = False, info: dict | None = None):
     """The oracle's result for a workload: [(ts, sign, row)] for every instant below ``w.until``.
 
@@ -71,12 +84,7 @@ def run_reference(w: Workload, dense: bool = False, info: dict | None = None):
         ref.execute(s)
     name = ref.execute(w.query)
     for a in w.actions:
-        if a[0] == "push":
-            ref.push(a[1], a[2], ts=a[3])
-        elif a[0] == "update":
-            ref.update(a[1], insert=a[2], delete=a[3], ts=a[4])
-        elif a[0] == "heartbeat":
-            ref.heartbeat(*a[1:])
+        apply(ref, a)
     if info is not None:
         info["kind"], info["schema"] = ref.kind(name), ref.schema(name)
     return ref.results(name, w.until)
@@ -96,14 +104,7 @@ def run_engine(w: Workload, info: dict | None = None, policy: str | None = None,
         eng.execute(s)
     q = eng.execute(w.query)
     for i, a in enumerate(w.actions):
-        if a[0] == "push":
-            eng.push(a[1], a[2], ts=a[3])
-        elif a[0] == "update":
-            eng.update(a[1], insert=a[2], delete=a[3], ts=a[4])
-        elif a[0] == "heartbeat":
-            eng.heartbeat(*a[1:])                 # (h,) for every input, (h, name) for one
-        elif a[0] == "run":
-            eng.run()
+        apply(eng, a)
         if slice_steps is not None:
             eng.run(max_steps=slice_steps)
         if switch_to is not None and i == len(w.actions) // 2:
