@@ -121,6 +121,19 @@ def test_a_view_is_seen_with_its_rows_insert_times(run_before):
     assert rows(q) == [(1, 1, (1,)), (2, 1, (2,)), (6, -1, (1,)), (6, 1, (3,))]
 
 
+def read_later(eng, name: str):
+    """S gets 1, 1, 2 at 1, 2, 3 (final by 10), then ``SELECT * FROM name`` is registered, then 3 arrives at 20
+    (final by 30); returns the late query."""
+    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
+    eng.heartbeat(10)
+    eng.run()
+    q = eng.execute(f"SELECT * FROM {name}")
+    eng.push("S", [{"a": 3}], ts=20)
+    eng.heartbeat(30)
+    eng.run()
+    return q
+
+
 @pytest.mark.parametrize("kind", ["VIEW", "QUERY"])
 @pytest.mark.parametrize(("body", "expected"), [
     # c's changelog: +(1,1) at 1; -(1,1) +(1,2) at 2; +(2,1) at 3 (nothing leaves RANGE 100 before 30)
@@ -136,13 +149,7 @@ def test_a_named_relation_is_seen_with_its_contents(kind, body, expected):
     (later queries read it by name), and a query registered on it later starts from its contents as it would
     from a view's (contract), then follows its changes."""
     eng = make("REGISTER STREAM S (a INT)", f"REGISTER {kind} c AS {body}")
-    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
-    eng.heartbeat(10)
-    eng.run()
-    q = eng.execute("SELECT * FROM c")
-    eng.push("S", [{"a": 3}], ts=20)
-    eng.heartbeat(30)
-    eng.run()
+    q = read_later(eng, "c")
     assert rows(q) == sorted(expected)
 
 
@@ -150,13 +157,7 @@ def test_a_view_of_a_window_is_seen_with_the_instants_its_rows_entered():
     """v = S [ROWS 2] (a view, so a relation) = {1} at 1, {1, 1} at 2, {1, 2} at 3: of the two equal rows the
     copy that entered last left first, so the 1 left is stamped 1; at 20 v = {2, 3}."""
     eng = make("REGISTER STREAM S (a INT)", "REGISTER VIEW v AS SELECT a FROM S [ROWS 2]")
-    eng.push("S", [{"a": 1}, {"a": 1}, {"a": 2}], ts=[1, 2, 3])
-    eng.heartbeat(10)
-    eng.run()
-    q = eng.execute("SELECT * FROM v")
-    eng.push("S", [{"a": 3}], ts=20)
-    eng.heartbeat(30)
-    eng.run()
+    q = read_later(eng, "v")
     assert rows(q) == [(1, 1, (1,)), (3, 1, (2,)), (20, -1, (1,)), (20, 1, (3,))]
 
 
