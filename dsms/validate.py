@@ -152,12 +152,9 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
         if arr is None:
             try:
                 values = list(ts)
-                if any(isinstance(v, str | float) for v in values):
-                    values = [timestamp(v, k) for k, v in enumerate(values)]
-                for k, v in enumerate(values):      # beyond int64, numpy would make floats or objects of them
-                    if isinstance(v, int) and not isinstance(v, bool):
-                        _in_range(v, k)
                 arr = np.asarray(values)
+                if arr.dtype.kind in "USO":         # ISO strings, or ints beyond int64: checked one by one below
+                    arr = np.asarray([timestamp(v, k) for k, v in enumerate(values)], dtype=object)
             except (TypeError, ValueError):
                 raise InputError(f"ts must be an integer or a list of integers, not {ts!r:.80}") from None
         if arr.ndim != 1 or len(arr) != n:
