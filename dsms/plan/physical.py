@@ -10,7 +10,7 @@ contents are state that a new plan takes as a snapshot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from dsms.cql import ast
 from dsms.errors import SchemaError
@@ -32,8 +32,7 @@ from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
-from dsms.plan.rules.push_projection_down import _prune as prune_columns
-from dsms.plan.rules.push_projection_down import _remap as remap
+from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
 
@@ -396,37 +395,8 @@ class PhysicalPlanner:
                                 keep_state=self.engine.building_view, final_net=final_net(node.child))
 
 
-def unnarrow(node) -> tuple:
-    """(``node`` without the projections that projection pushdown put into it, which columns of that
-    ``node`` outputs): through windows, filters, joins, semi-joins and pushed projections; any other node is
-    its own origin. Two builds with one origin compute the same thing, each keeping some columns of it."""
-    if isinstance(node, L.Project) and node.pushed:
-        origin, kept = unnarrow(node.child)
-        return origin, tuple(kept[int(e.name[1:])] for e in node.exprs)
-    if isinstance(node, L.Window):
-        origin, kept = unnarrow(node.child)
-        return replace(node, child=origin, partition=tuple(kept[p] for p in node.partition)), kept
-    if isinstance(node, L.Filter):
-        origin, kept = unnarrow(node.child)
-        return replace(node, child=origin, predicate=remap(node.predicate, dict(enumerate(kept)))), kept
-    if isinstance(node, L.Join | L.SemiJoin):
-        (left, lk), (right, rk) = unnarrow(node.left), unnarrow(node.right)
-        both = lk + tuple(len(left.types) + k for k in rk)
-        origin = replace(node, left=left, right=right, left_keys=tuple(lk[k] for k in node.left_keys),
-                         right_keys=tuple(rk[k] for k in node.right_keys),
-                         predicate=None if node.predicate is None else remap(node.predicate, dict(enumerate(both))))
-        return origin, both if isinstance(node, L.Join) else lk
-    return node, tuple(range(len(node.types)))
-
-
 def view_note(shared) -> str:
     return f"[view of shared {'window' if isinstance(shared, L.Window) else 'join'}]"
-
-
-def narrow(origin, columns) -> tuple:
-    """(``origin`` keeping at least ``columns``, as projection pushdown narrows it; which columns it keeps)."""
-    node, where = prune_columns(origin, frozenset(columns))
-    return node, tuple(sorted(where, key=where.get))
 
 
 def unique_key(node) -> frozenset | None:
