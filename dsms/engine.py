@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from control_tables import Registry
+from dsms import introspect
 from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
@@ -264,6 +265,12 @@ class Engine:
             return self._register(s.query, None, text)
         if isinstance(s, ast.Drop):
             return self.drop(s.name, s.kind)
+        if isinstance(s, ast.Show):
+            return introspect.show(self, s.what)
+        if isinstance(s, ast.Describe):
+            return introspect.describe(self, s.name)
+        if isinstance(s, ast.Explain):
+            return introspect.explain(self, s)
         raise CQLError(f"unsupported statement {type(s).__name__}")
 
     @staticmethod
@@ -317,6 +324,8 @@ class Engine:
                         if e.id in self.registry:
                             self.registry.remove(e.id)
             self.ops = [op for op in self.ops if op.owners]
+            self._forget_unused_queues()      # and the queues it made: a failed statement leaves nothing
+            self._next["q"] -= 1              # the next query gets the id this one would have had
             self._plan_changed()
             raise
         query = Query(self, qdef, out.reader(), root)
@@ -468,6 +477,7 @@ class Engine:
             q = self.query(name)
         except SchemaError:
             raise SchemaError(f"nothing named '{name}' to drop") from None
+        self._check_drop_kind(q, name, kind)
         if q.name is not None:
             users = [o.name or o.id for o in self.query_list.values()
                      if o is not q and q.name.lower() in o.definition.depends_on]
@@ -485,16 +495,31 @@ class Engine:
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)
-        live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
-        for x in self.queues:
-            if id(x) not in live and x.id in self.registry:
-                self.registry.remove(x.id)
-        self.queues = [x for x in self.queues if id(x) in live]
+        self._forget_unused_queues()
         self._plan_changed()
         del self.query_list[q.id]
         if q.name is not None:
             self.catalog.remove(q.name)
         return q.id
+
+    def _forget_unused_queues(self) -> None:
+        """Take out of the plan every queue that no operator writes and that is no input's."""
+        live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
+        for x in self.queues:
+            if id(x) not in live and x.id in self.registry:
+                self.registry.remove(x.id)
+        self.queues = [x for x in self.queues if id(x) in live]
+
+    @staticmethod
+    def _check_drop_kind(q: Query, name: str, kind: str | None) -> None:
+        """DROP VIEW drops a view; DROP QUERY a query or a view (a view is a named query); DROP STREAM a
+        stream-valued query (PIPES' ``CREATE STREAM x AS ...`` makes one); DROP RELATION never a query."""
+        is_view = q.definition.is_view
+        ok = (kind is None or kind == "QUERY" or (kind == "VIEW" and is_view)
+              or (kind == "STREAM" and q.kind == "stream" and not is_view))
+        if not ok:
+            what = "a view" if is_view else f"a {q.kind}-valued query"
+            raise SchemaError(f"'{name}' is {what}, not a {kind.lower()}; use DROP {'VIEW' if is_view else 'QUERY'}")
 
     # ---------------------------------------------------------------- input
 

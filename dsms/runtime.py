@@ -43,7 +43,7 @@ from dsms.config import Config, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.engine import Engine, Query
-from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError
+from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError, relocate
 from dsms.formats import Decoded
 from dsms.validate import check_timestamps, typed_columns
 
@@ -565,12 +565,16 @@ class Runtime:
             try:
                 done.append(self._execute_one(stmt, piece))
             except DsmsError as e:
+                if len(stmts) > 1:          # positions count from the start of the body, not the statement
+                    relocate(e, stmt.pos)
                 e.done = done               # type: ignore[attr-defined]
                 e.statement = k             # type: ignore[attr-defined]
                 raise
         return done
 
     def _execute_one(self, stmt: Any, text: str) -> Any:
+        if isinstance(stmt, ast.READ_ONLY):     # SHOW, DESCRIBE, EXPLAIN: nothing to log, start or count
+            return self.engine.execute(text)
         creates_query = isinstance(stmt, ast.RegisterQuery | ast.RegisterView | ast.QueryStatement)
         if creates_query and len(self.engine.queries()) >= self.max_queries:
             raise LimitExceeded(f"{len(self.engine.queries())} queries are registered; the limit is "

@@ -67,7 +67,8 @@ def error_response(exc: BaseException) -> web.Response:
     if isinstance(exc, NotSupported):
         return json_error(501, "not implemented", str(exc))
     if isinstance(exc, SchemaError):
-        return json_error(400, "schema error", str(exc), **_partial(exc))
+        return json_error(400, "schema error", str(exc), line=getattr(exc, "line", None),
+                          column=getattr(exc, "column", None), **_partial(exc))
     if isinstance(exc, NoSuchEntityError | NoSuchAttributeError):
         return json_error(404, "not found", str(exc), **_ct_extra(exc))
     if isinstance(exc, ControlTableError):

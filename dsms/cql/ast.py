@@ -319,4 +319,34 @@ class QueryStatement:
     pos: Pos = _pos()
 
 
-Statement = Union[RegisterStream, RegisterRelation, RegisterQuery, RegisterView, Drop, QueryStatement]
+@dataclass(frozen=True)
+class Show:
+    """``SHOW STREAMS | RELATIONS | VIEWS | QUERIES``: list what the catalog holds (reads, changes nothing)."""
+
+    what: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Describe:
+    """``DESCRIBE name``: the columns of a stream, relation, view or query, and what it is."""
+
+    name: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Explain:
+    """``EXPLAIN query`` (the plan it would get, registering nothing) or ``EXPLAIN name`` (the plan of a
+    registered query or view). Exactly one of ``query`` and ``name`` is set."""
+
+    query: Query | None = None
+    name: str | None = None
+    pos: Pos = _pos()
+
+
+Statement = Union[RegisterStream, RegisterRelation, RegisterQuery, RegisterView, Drop, QueryStatement, Show,
+                  Describe, Explain]
+
+#: The statements that only read the catalog: nothing to log, archive or undo.
+READ_ONLY = (Show, Describe, Explain)

@@ -53,6 +53,7 @@ _SIZED_TYPES = frozenset({"CHAR", "VARCHAR"})
 SCALAR_FUNCTIONS: dict[str, int] = {"LOWER": 1, "UPPER": 1, "LENGTH": 1, "ABS": 1}
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 MQTT_FORMATS = frozenset({"JSON", "MSGPACK"})
+SHOW_KINDS = ("STREAMS", "RELATIONS", "VIEWS", "QUERIES")
 
 _INT64_MAX = 2**63 - 1
 
@@ -118,7 +119,7 @@ def parse(text: str) -> list[ast.Statement]:
     >>> parse("SELCT a FROM S")
     Traceback (most recent call last):
     ...
-    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DROP, REGISTER or ';'; did you mean SELECT?
+    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DESC, DESCRIBE, DROP, EXPLAIN, REGISTER, SHOW or ';'; did you mean SELECT?
     """
     return _run(text, "start")
 
@@ -415,6 +416,22 @@ class _ToAst(Transformer_NonRecursive):
     def drop_kind(self, meta, children):
         return children[0].value.upper()
 
+    def show(self, meta, children):
+        word = children[0].value.upper()
+        if word not in SHOW_KINDS:
+            raise _err(f"SHOW {children[0].value!r}: expected STREAMS, RELATIONS, VIEWS or QUERIES"
+                       f"{_close(word, SHOW_KINDS)}", children[0])
+        return ast.Show(word, pos=_pos(meta))
+
+    def describe(self, meta, children):
+        return ast.Describe(children[0].value, pos=_pos(meta))
+
+    def explain_query(self, meta, children):
+        return ast.Explain(query=children[0], pos=_pos(meta))
+
+    def explain_name(self, meta, children):
+        return ast.Explain(name=children[0].value, pos=_pos(meta))
+
     def column_defs(self, meta, children):
         names: set[str] = set()
         for col in children:
@@ -482,10 +499,13 @@ class _ToAst(Transformer_NonRecursive):
         return ast.StreamOp(op, query, pos=_pos(meta))
 
     def select(self, meta, children):
-        spec, from_, *clauses = children
+        spec, (from_, on), *clauses = children
         parts = {c.kind: c.value for c in clauses}
+        where = parts.get("where")
+        for cond in reversed(on):             # JOIN ... ON c: c comes before WHERE's conjuncts
+            where = cond if where is None else ast.BinaryOp("AND", cond, where, pos=cond.pos)
         return ast.Select(
-            items=spec["items"], from_=from_, where=parts.get("where"), group_by=parts.get("group_by", ()),
+            items=spec["items"], from_=from_, where=where, group_by=parts.get("group_by", ()),
             having=parts.get("having"), distinct=spec["distinct"], stream_op=spec["stream_op"], pos=_pos(meta),
         )
 
@@ -524,7 +544,41 @@ class _ToAst(Transformer_NonRecursive):
     # -------------------------------------------------------- FROM items
 
     def from_list(self, meta, children):
-        return tuple(children)
+        """(FROM items, ON conditions): the items of every join, in order, as one comma join."""
+        items, on = [], []
+        for join_items, conds in children:
+            items += join_items
+            on += conds
+        return tuple(items), on
+
+    def from_join(self, meta, children):
+        items, on = [children[0]], []
+        for join_type, item, cond, pos in children[1:]:
+            if join_type in ("INNER", None):
+                if cond is None:
+                    raise _err("JOIN needs ON and a condition (or write CROSS JOIN)", pos)
+            elif join_type == "CROSS":
+                if cond is not None:
+                    raise _err("CROSS JOIN takes no ON condition; write JOIN ... ON", cond.pos or pos)
+            else:
+                raise _err(f"{join_type} JOIN is not supported: dsms has inner joins only (JOIN ... ON, or FROM a, "
+                           "b WHERE ...)", pos)
+            items.append(item)
+            if cond is not None:
+                on.append(cond)
+        return items, on
+
+    def join_clause(self, meta, children):
+        join_type = children[0] if isinstance(children[0], str) else None
+        rest = children[1:] if join_type is not None else children
+        item, *cond = rest
+        return join_type, item, cond[0] if cond else None, _pos(meta)
+
+    def join_type(self, meta, children):
+        return " ".join(t.value.upper() for t in children)
+
+    def join_on(self, meta, children):
+        return children[0]
 
     def from_item(self, meta, children):
         source, *parts = children

@@ -121,7 +121,8 @@ def test_cql_errors_are_400_with_position(server: Server, uniq: str) -> None:
     assert r.status == 400
     e = r.json()
     assert e["error"] == "CQL error" and e["line"] == 1 and e["column"] and e["detail"]
-    r = server.post("/cql", json_body={"cql": f"REGISTER STREAM {uniq} (a INT); SELECT nope FROM {uniq}"})
+    r = server.post("/cql", json_body={"cql": f"REGISTER STREAM {uniq} (a INT); "
+                                              f"REGISTER QUERY {uniq}_bad AS SELECT nope FROM {uniq}"})
     assert r.status == 400
     e = r.json()
     assert e["statement"] == 1 and e["done"][0]["name"] == uniq       # the first statement stays applied
