@@ -1,4 +1,5 @@
-"""The ``dsms`` command: ``serve``, ``archive list|print``, and ``replay`` (SPEC sections 9 and 10).
+"""The ``dsms`` command: ``serve``, ``shell``, ``run``, ``archive list|print``, and ``replay`` (SPEC sections 9
+and 10; the client commands are in dsms/client/, docs/shell.md).
 
 ``dsms serve`` exits non-zero with one clear line on stderr when it cannot start (bad config, port taken,
 data directory unwritable or held by another server), so a service manager or a script sees why at once.
@@ -169,6 +170,34 @@ def _ts_arg(value: str | None, parse_ts: Any) -> int | None:
         return parse_ts(value)
 
 
+def _url(args: argparse.Namespace) -> str:
+    import os
+
+    from dsms.client.http import DEFAULT_URL
+    return args.url or os.environ.get("DSMS_URL") or DEFAULT_URL
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    import os
+    return args.token or os.environ.get("DSMS_TOKEN") or None
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    try:
+        from dsms.client.shell import run_shell
+        return run_shell(_url(args), _token(args))
+    except ValueError as e:
+        return _fail(str(e), 2)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from dsms.client.run import run_file
+        return run_file(args.file, _url(args), _token(args))
+    except ValueError as e:
+        return _fail(str(e), 2)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     return _fail("replay is not implemented yet", 2)
 
@@ -179,6 +208,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dsms", description="dsms: a data stream management system (CQL over "
                                                          "streams and relations)")
+    from dsms import __version__
+    p.add_argument("--version", action="version", version=f"dsms {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the HTTP server")
@@ -190,6 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--token", help="bearer token for mutating requests (or DSMS_TOKEN)")
     s.add_argument("--fsync", choices=("always", "group", "never"), help="archive durability mode")
     s.set_defaults(func=cmd_serve)
+
+    for name, help_ in (("shell", "interactive CQL prompt against a running server"),
+                        ("run", "run the statements of a CQL file against a running server")):
+        c = sub.add_parser(name, help=help_)
+        if name == "run":
+            c.add_argument("file", help="the CQL file ('-' for standard input)")
+        c.add_argument("--url", help="the server (default $DSMS_URL or http://127.0.0.1:8080)")
+        c.add_argument("--token", help="bearer token for changes (default $DSMS_TOKEN)")
+        c.set_defaults(func=cmd_shell if name == "shell" else cmd_run)
 
     a = sub.add_parser("archive", help="inspect the input archive")
     a.add_argument("action", choices=("list", "print"))
