@@ -59,12 +59,19 @@ What the knobs do:
 """
 
 
+def summary(cls: type) -> str:
+    """The first paragraph of a class's docstring as one line (a docstring wraps lines mid-sentence; the first
+    line alone would cut the sentence)."""
+    doc = (cls.__doc__ or "").strip()
+    return " ".join(line.strip() for line in doc.split("\n\n", 1)[0].splitlines())
+
+
 def render() -> str:
     parts = [INTRO, "## System\n", attribute_table(EngineSystem), "", "## Queues\n", attribute_table(Queue), "",
              "## Operators\n", "Every operator has the base table:\n", attribute_table(Operator), ""]
     for cls in OPERATORS:
         own = [a for name, a in cls.control_attributes().items() if name not in Operator.control_attributes()]
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        doc = summary(cls)
         parts.append(f"### `{cls.kind}` ({cls.__name__})\n")
         if doc:
             parts.append(doc + "\n")
@@ -76,6 +83,8 @@ def render() -> str:
     parts.append("## Synopses\n")
     for cls in SYNOPSES:
         parts.append(f"### `{cls.kind}` ({cls.__name__})\n")
+        if summary(cls):
+            parts.append(summary(cls) + "\n")
         parts.append(attribute_table(cls))
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"

@@ -9,12 +9,13 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
-from dsms.client.http import DsmsClient
+from dsms.client.http import DsmsClient, ServerError, Unreachable
 from dsms.client.session import execute_text
 
 
 def run_file(path: str, url: str, token: str | None) -> int:
-    """Exit status: 0 when every statement ran, 1 at the first refused, 2 when the file cannot be read."""
+    """Exit status: 0 when every statement ran, 1 at the first refused, 2 when the file cannot be read or the
+    server cannot be reached."""
     console = Console(highlight=False)
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8-sig").read()
@@ -24,6 +25,13 @@ def run_file(path: str, url: str, token: str | None) -> int:
     except UnicodeDecodeError:
         console.print(Text(f"dsms: {path} is not UTF-8 text", style="bold red"))
         return 2
-    ok = execute_text(console, DsmsClient(url, token), text, source_name="<stdin>" if path == "-" else path,
-                      interactive=False)
+    client = DsmsClient(url, token)
+    try:
+        client.get("/system")
+    except Unreachable as e:
+        console.print(Text(f"dsms: {e}", style="bold red"))
+        return 2
+    except ServerError:
+        pass
+    ok = execute_text(console, client, text, source_name="<stdin>" if path == "-" else path, interactive=False)
     return 0 if ok else 1

@@ -377,7 +377,8 @@ def test_plan_entities_and_system(server: Server, uniq: str) -> None:
     assert r.status == 200 and r.json()["priority"] == 3, r
     r = server.request("PATCH", f"/entities/{op}", json_body={"priority": -5})
     assert r.status == 400 and r.json()["error"] == "refused" and r.json()["attribute"] == "priority"
-    assert server.request("PATCH", f"/entities/{op}", json_body={"no_such_knob": 1}).status == 404
+    r = server.request("PATCH", f"/entities/{op}", json_body={"no_such_knob": 1})       # docs/control-tables.md
+    assert r.status == 400 and r.json()["error"] == "refused" and "no_such_knob" in r.json()["detail"]
     assert server.request("PATCH", f"/entities/{op}", json_body={"tuples_in": 1}).status == 400
     assert server.get("/entities/op:999999").status == 404
     assert server.get("/entities?query=nope").status == 404
