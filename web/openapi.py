@@ -105,8 +105,12 @@ _SCHEMAS: dict[str, Any] = {
             "retained": {"type": "integer"}, "retention": {"type": "integer"},
             "missed_by_readers": {"type": "integer"}}}}},
     "CqlResult": {"type": "object", "description": "what one statement did: created (stream, relation, query, "
-                                                   "view) with its description, or dropped",
-                  "properties": {"created": {"type": "string"}, "dropped": {"type": "string"}}},
+                                                   "view) with its description, dropped, or what SHOW, DESCRIBE "
+                                                   "or EXPLAIN answered (docs/cql.md)",
+                  "properties": {"created": {"type": "string"}, "dropped": {"type": "string"},
+                                 "show": {"type": "string"}, "header": {"type": "array", "items": {"type": "string"}},
+                                 "rows": {"type": "array", "items": {"type": "object"}},
+                                 "describe": {"type": "string"}, "explain": {"type": "string"}}},
     "InputItem": {"description": "an element, a heartbeat, a punctuation (ignored, counted), a columnar batch, "
                                  "or (relations) an insert/delete group",
                   "oneOf": [
@@ -148,10 +152,11 @@ def _paths() -> dict[str, Any]:
                          {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
                          tag="index")}
     p["/cql"] = {"post": _op(
-        "Run CQL statements in order (text body, or JSON {cql})",
+        "Run CQL statements in order (text body, or JSON {cql}); a bare SELECT is refused (POST /queries runs one)",
         {"200": _json({"type": "object", "properties": {"results": {"type": "array", "items": _ref("CqlResult")}}},
-                      "what each statement created or dropped"),
-         "400": _err("parse/bind error: line, column, expected; statement index and what was done before"),
+                      "what each statement created, dropped, showed (SHOW, DESCRIBE) or explained (EXPLAIN)"),
+         "400": _err("parse/bind error: line, column (from the start of the body), expected; statement index and "
+                     "what was done before; a bare SELECT"),
          "404": _err("DROP of an unknown name"), "409": _err("a name taken, a DROP of something in use, or limits.max_queries reached"),
          "413": _err("statement text over limits.statement_chars")},
         mutating=True, tag="cql",
