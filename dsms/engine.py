@@ -138,7 +138,6 @@ class Engine:
         self.registry = Registry(clock=self.now)
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
-        self.building_view = False
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -235,6 +234,18 @@ class Engine:
                 return op.snapshot()
         return None
 
+    def contents(self, query_id: str) -> list[tuple]:
+        """The current contents of a relation-valued query: every row its results have inserted and not
+        deleted (a row held twice is listed twice), as of the results produced so far. The server sends them
+        to a new reader before the changelog (docs/http-api.md)."""
+        q = self.query(query_id)
+        if q.kind != L.RELATION:
+            raise SchemaError(f"query '{query_id}' is a stream; only a relation has contents")
+        for op in self.ops:
+            if isinstance(op, ChangelogOp) and op.output is q.reader.queue:
+                return [row for row, n in op.state.items() for _ in range(n)]
+        return []
+
     # ---------------------------------------------------------------- statements
 
     def execute(self, text: str):
@@ -310,9 +321,6 @@ class Engine:
         qid = self._id("q")
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends)
-        # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
-        # a later reader starts from (a stream-valued one has no such sink)
-        self.building_view = view or name is not None
         try:
             out = self.planner.build(root, qid)
         except Exception:

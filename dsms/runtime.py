@@ -101,14 +101,19 @@ class ResultChunk:
     ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
     lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
 
-    __slots__ = ("names", "ts", "sign", "cols", "_enc")
+    __slots__ = ("names", "ts", "sign", "cols", "_enc", "seq", "snapshot")
 
-    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any]) -> None:
+    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any], seq: int | None = None,
+                 snapshot: bool = False) -> None:
         self.names = names
         self.ts = ts
         self.sign = sign
         self.cols = cols
         self._enc: dict[str, bytes] = {}
+        # ``seq``: the id of the first element (the k-th result element of the query has id k; SSE ``id:``);
+        # for a snapshot (a relation's contents, ``snapshot``), the id of the last element it includes
+        self.seq = seq
+        self.snapshot = snapshot
 
     @classmethod
     def from_batch(cls, names: list[str], b: Batch) -> ResultChunk:
@@ -136,12 +141,15 @@ class ResultChunk:
 
     def cut(self, i: int) -> ResultChunk:
         """The elements from position ``i`` on (numpy slices are views: no element is copied)."""
-        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols])
+        seq = self.seq + i if self.seq is not None and not self.snapshot else self.seq
+        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], seq, self.snapshot)
 
     def encode(self, encoder: Any) -> bytes:
         data = self._enc.get(encoder.name)
         if data is None:
             data = encoder.elements(self.names, self.ts, self.sign, self.cols)
+            if encoder.frame is not None:
+                data = encoder.frame(data, self.seq, self.snapshot)
             self._enc[encoder.name] = data
         return data
 
@@ -169,6 +177,14 @@ class HeartbeatMark:
     """The query's output has passed ``ts``: results below it are final."""
 
     ts: int
+
+
+@dataclass(frozen=True)
+class SnapshotMark:
+    """A relation's current contents follow: ``rows`` elements at ``ts`` (then its changelog goes on)."""
+
+    ts: int
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -1015,6 +1031,7 @@ class Runtime:
 
     def _fan_out(self, st: _QueryState, b: Batch) -> None:
         chunk = ResultChunk.from_batch(st.names, b)
+        chunk.seq = st.results_out + 1
         st.results_out += len(chunk)
         st.batches_out += 1
         st.last_ts = chunk.last_ts
@@ -1048,13 +1065,31 @@ class Runtime:
 
     # ------------------------------------------------------------ readers
 
-    def subscribe(self, query: str, from_ts: int | None = None, buffer: int | None = None) -> Subscriber:
+    def subscribe(self, query: str, from_ts: int | None = None, buffer: int | None = None, *,
+                  after: int | None = None, snapshot: bool = False) -> Subscriber:
         """A new reader of ``query``'s results; with ``from_ts``, retained results with ts >= from_ts are
-        queued first (as much as fits the buffer; the rest is reported as a gap)."""
+        queued first (as much as fits the buffer; the rest is reported as a gap). With ``after`` (the id of
+        the last element the reader has, SSE's Last-Event-ID), the retained elements after it. With
+        ``snapshot``, a relation-valued query's reader first gets its current contents (docs/http-api.md)."""
         q = self.query(query)
         st = self.states[q.id]
         sub = Subscriber(q.id, buffer or self.subscriber_buffer)
-        if from_ts is not None:
+        if after is not None:
+            oldest = st.ring[0].seq if st.ring else st.results_out + 1
+            if after + 1 >= oldest or q.kind != "relation":
+                if after + 1 < oldest:          # a stream's elements the ring no longer holds: say so
+                    sub.items.append(Gap(oldest - after - 1, None, None))
+                for chunk in st.ring:
+                    if chunk.seq + len(chunk) - 1 > after:
+                        part = chunk.cut(max(after + 1 - chunk.seq, 0))
+                        sub.items.append(part)
+                        sub.buffered += len(part)
+                st.subscribers.add(sub)
+                return sub
+            snapshot = True                     # a relation's changes since are gone: start it afresh
+        if snapshot and q.kind == "relation" and from_ts is None:
+            self._snapshot_into(st, sub)
+        elif from_ts is not None:
             for chunk in st.ring:
                 if chunk.last_ts < from_ts:
                     continue
@@ -1064,6 +1099,20 @@ class Runtime:
                     sub.buffered += len(part)
         st.subscribers.add(sub)
         return sub
+
+    def _snapshot_into(self, st: _QueryState, sub: Subscriber) -> None:
+        """Queue the query's current contents for ``sub``: what the engine's sink holds once everything it
+        has produced has been fanned out, so the changelog the reader gets next starts right after it."""
+        self._collect()
+        rows = self.engine.contents(st.query.id)
+        ts = max([t for t in (st.last_ts, None if st.last_heartbeat is None else st.last_heartbeat - 1)
+                  if t is not None], default=self.engine.now() or 0)
+        sub.items.append(SnapshotMark(ts, len(rows)))
+        if rows:
+            cols = [list(c) for c in zip(*rows)]
+            sub.items.append(ResultChunk(st.names, [ts] * len(rows), [1] * len(rows), cols, st.results_out,
+                                         snapshot=True))
+            sub.buffered += len(rows)
 
     def unsubscribe(self, sub: Subscriber) -> None:
         st = self.states.get(sub.query_id)

@@ -219,11 +219,16 @@ def _paths() -> dict[str, Any]:
     }
     p["/queries/{id}/results"] = {"get": _op(
         "Results, streamed while the query runs (NDJSON, SSE or XML)",
-        {"200": {"description": "a stream of elements, heartbeats and gap markers", "content": _RESULT_CONTENT},
+        {"200": {"description": "a stream of elements, heartbeats and gap markers; a relation's reader first gets "
+                            "its contents (a snapshot item, then elements marked snapshot)", "content": _RESULT_CONTENT},
          "400": _err("bad parameter"), "404": _err("unknown query")},
         params=[_QID,
                 _query_param("format", {"enum": ["ndjson", "sse", "xml"]}, "output format (else by Accept)"),
                 _query_param("from", {"type": ["integer", "string"]}, "replay retained results with ts >= from"),
+                _query_param("after", {"type": "integer", "minimum": 0},
+                             "resume after this element id (as the Last-Event-ID header does)"),
+                _query_param("snapshot", {"type": "boolean"},
+                             "a relation's current contents first (default: when following without from/after)"),
                 _query_param("follow", {"type": "boolean", "default": True},
                              "false: send what is retained/produced so far, then end"),
                 _query_param("buffer", {"type": "integer", "minimum": 1},

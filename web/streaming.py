@@ -16,7 +16,7 @@ from aiohttp import web
 
 from dsms.errors import InputError
 from dsms.formats import ENCODERS, Encoder
-from dsms.runtime import Closed, Gap, HeartbeatMark, ResultChunk, Runtime
+from dsms.runtime import Closed, Gap, HeartbeatMark, ResultChunk, Runtime, SnapshotMark
 
 KEEPALIVE_S = 15.0
 POLL_S = 1.0
@@ -58,17 +58,21 @@ def _encode(enc: Encoder, items: list) -> tuple[bytes, bool]:
             parts.append(enc.heartbeat(it.ts))
         elif isinstance(it, Gap):
             parts.append(enc.gap(it.missed, it.from_ts, it.to_ts))
+        elif isinstance(it, SnapshotMark):
+            parts.append(enc.snapshot(it.ts, it.rows))
         elif isinstance(it, Closed):
             closed = True
     return b"".join(parts), closed
 
 
 async def stream_results(request: web.Request, rt: Runtime, query_id: str, label: str, *, from_ts: int | None,
-                         follow: bool, buffer: int | None) -> web.StreamResponse:
+                         follow: bool, buffer: int | None, after: int | None = None,
+                         snapshot: bool = False) -> web.StreamResponse:
     """Serve one query's results until the client leaves, the query is dropped or (``follow=false``) the
-    retained and already produced results have been sent."""
+    retained and already produced results have been sent. ``after`` resumes after an element id (SSE's
+    Last-Event-ID); ``snapshot`` starts a relation's reader with its current contents."""
     enc = pick_format(request)
-    sub = rt.subscribe(query_id, from_ts=from_ts, buffer=buffer)
+    sub = rt.subscribe(query_id, from_ts=from_ts, buffer=buffer, after=after, snapshot=snapshot)
     resp = web.StreamResponse(headers={"Content-Type": f"{enc.content_type}; charset=utf-8",
                                        "X-Dsms-Query": query_id, **enc.extra_headers})
     try:

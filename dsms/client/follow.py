@@ -1,5 +1,6 @@
 """A query's results as a live table: for a stream, one row per element with its ts and sign (the latest
-ones); for a relation, its current contents, kept by applying the changelog (a sign -1 removes one copy).
+ones); for a relation, its current contents: the server's snapshot, then the changelog applied to it (a sign -1
+removes one copy).
 Ctrl-C stops following; the query keeps running on the server."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from dsms.client.http import DsmsClient
+from dsms.client.http import OLDEST, DsmsClient
 from dsms.client.render import table
 
 
@@ -46,6 +47,9 @@ class ResultView:
                         del self.contents[row]
                 else:
                     self.recent.append((item.get("ts"), sign, row))
+            elif "snapshot" in item:          # the contents follow: they replace what is held
+                self.contents.clear()
+                self.last_ts = item["snapshot"].get("ts")
             elif "heartbeat" in item:
                 self.final = item["heartbeat"]
             elif "gap" in item:
@@ -66,7 +70,7 @@ class ResultView:
                 if self.elements > len(self.recent):
                     status += f", the last {len(self.recent)} shown"
             if self.last_ts is not None:
-                status += f"; last change at ts {self.last_ts}"
+                status += f"; {'as of' if self.kind == 'relation' else 'last element at'} ts {self.last_ts}"
             if self.final is not None:
                 status += f"; final below {self.final}"
             if self.missed:
@@ -76,10 +80,10 @@ class ResultView:
 
 def follow(console: Console, client: DsmsClient, query_id: str, label: str, kind: str,
            schema: list[dict[str, str]]) -> None:
-    """Show the results of ``query_id`` as they come (from the oldest the server retains) until Ctrl-C or the
-    query is dropped."""
+    """Show the results of ``query_id`` as they come until Ctrl-C or the query is dropped: a relation from
+    its current contents (the server's snapshot), a stream from the oldest result the server retains."""
     view = ResultView(label, kind, schema, max_rows=max(console.size.height - 8, 5))
-    items = client.results(query_id)
+    items = client.results(query_id, from_ts=None if kind == "relation" else OLDEST)
     try:
         with Live(view, console=console, refresh_per_second=8, auto_refresh=True):
             for item in items:

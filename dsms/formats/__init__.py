@@ -369,6 +369,11 @@ class Encoder:
     gap: Any               # (missed, from_ts, to_ts) -> bytes
     tail: Any
     extra_headers: dict[str, str] = field(default_factory=dict)
+    # (ts, rows) -> bytes: a relation's contents follow, ``rows`` elements at ``ts`` (docs/http-api.md)
+    snapshot: Any = None
+    # (encoded elements, id of the first or None, snapshot?) -> bytes: per-element ids (SSE) and the snapshot
+    # flag, added to the bytes ``elements`` made (cached per result batch, so done once per format)
+    frame: Any = None
 
 
 # The codecs import the definitions above, so they are imported last (no cycle at import time).

@@ -7,6 +7,7 @@ Output is one document per result stream, written as it is produced::
     <element ts="7" sign="+"><a>1</a><s>5.0</s></element>
     <heartbeat ts="20"/>
     <gap missed="12" from_ts="30" to_ts="41"/>
+    <snapshot ts="20" rows="1"/><element snapshot="true" ts="20" sign="+"><a>1</a><s>5.0</s></element>
     </stream>
 
 Each column is a child named after the column (``<col name="...">`` when the name is not an XML name);
@@ -159,6 +160,9 @@ XML_ENCODER = Encoder(
     heartbeat=lambda ts: f'<heartbeat ts="{ts}"/>\n'.encode(),
     gap=_gap,
     tail=lambda: b"</stream>\n",
+    snapshot=lambda ts, rows: f'<snapshot ts="{ts}" rows="{rows}"/>\n'.encode(),
+    frame=lambda data, first_id, snapshot: data.replace(b"<element ", b'<element snapshot="true" ') if snapshot
+    else data,
 )
 
 

@@ -391,8 +391,10 @@ class PhysicalPlanner:
     def _Changelog(self, node: L.Changelog, qid):
         inp = self.build(node.child, qid)
         out = self._new_queue()
+        # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
+        # results (the server's snapshot) start from them
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
-                                keep_state=self.engine.building_view, final_net=final_net(node.child))
+                                keep_state=True, final_net=final_net(node.child))
 
 
 def view_note(shared) -> str:
