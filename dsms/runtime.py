@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -349,6 +350,7 @@ class Runtime:
         self._sync_waiters: list[asyncio.Future] = []
         self._stopping = False
         self._mqtt: dict[str, Any] = {}
+        self._mqtt_first: dict[str, asyncio.Task] = {}       # each source's start: its first connection attempt
         self._bg: set[asyncio.Task] = set()
         # statistics
         self.counters: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -1238,11 +1240,12 @@ class Runtime:
             log.error("MQTT adapter for %s could not be created: %s", stream_def.name, e)
             return
         self._mqtt[key] = adapter
-        self._spawn(self._guard(adapter.start(), f"MQTT adapter for {stream_def.name}"))
+        self._mqtt_first[key] = self._spawn(self._guard(adapter.start(), f"MQTT adapter for {stream_def.name}"))
 
     async def _stop_mqtt(self, key: str, dropped: bool = False) -> None:
         """Stop one stream's adapter; after a DROP its broker session is discarded too."""
         adapter = self._mqtt.pop(key, None)
+        self._mqtt_first.pop(key, None)
         if adapter is not None:
             coro = adapter.stop(discard_session=True) if dropped else adapter.stop()
             await self._guard(coro, f"stopping the MQTT adapter of {key}")
@@ -1298,16 +1301,52 @@ class Runtime:
             self.errors["mqtt"] += 1
             log.error("%s failed: %s", what, e)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task:
         t = asyncio.get_running_loop().create_task(coro)
         self._bg.add(t)
         t.add_done_callback(self._bg.discard)
+        return t
+
+    def mqtt_connection(self, name: str) -> dict[str, Any] | None:
+        """The state of a stream's MQTT source: ``broker`` (its URL without credentials), ``state``
+        (connecting, connected or disconnected) and ``error`` (the last one); None for a stream without one."""
+        adapter = self._mqtt.get(name.lower())
+        if adapter is None:
+            return None
+        stats = dict(getattr(adapter, "stats", {}) or {})
+        first = self._mqtt_first.get(name.lower())
+        state = "connected" if stats.get("connected") else (
+            "connecting" if first is not None and not first.done() else "disconnected")
+        return {"broker": _public_url(self.config.mqtt_url), "topic": stats.get("topic"), "state": state,
+                "error": stats.get("last_error")}
+
+    async def mqtt_warning(self, name: str, wait: float = 5.0) -> str | None:
+        """After registering a stream read from MQTT: None once its first connection attempt succeeded, else
+        a warning that names the broker and the error (the source keeps retrying meanwhile)."""
+        first = self._mqtt_first.get(name.lower())
+        if first is not None and not first.done():
+            await asyncio.wait({first}, timeout=wait)
+        conn = self.mqtt_connection(name)
+        if conn is None or conn["state"] == "connected":
+            return None
+        why = conn["error"] or f"no connection after {wait:g} s"
+        return (f"cannot connect to the MQTT broker {conn['broker']}: {why}; the stream is registered and its "
+                f"source keeps retrying (GET /streams/{name} shows the connection state)")
 
     def mqtt_stats(self) -> dict[str, dict]:
         return {k: dict(getattr(a, "stats", {}) or {}) for k, a in self._mqtt.items()}
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _public_url(url: str) -> str:
+    """A URL without its user and password, to show in messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
 
 
 def held_tuples(queue: Any) -> int:

@@ -67,6 +67,8 @@ def render_result(console: Console, r: dict[str, Any]) -> None:
         console.print(Text(f"{what} {named} registered ({r['kind']}: {columns_text(r['schema'])})"))
     else:
         console.print(Text(str(r)))
+    if r.get("warning"):
+        console.print(Text(f"warning: {r['warning']}", style="yellow"))
 
 
 def error_lines(err: ServerError, stmt: Statement | None, source_text: str | None,

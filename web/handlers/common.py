@@ -33,6 +33,22 @@ def describe_source(obj: StreamDef | RelationDef, rt: Runtime | None = None) -> 
     if rt is not None:
         out["stats"] = rt.source_stats(obj.name)
         out["used_by"] = rt.engine.catalog.dependents(obj.name)
+        if src is not None and obj.kind == "stream":
+            out["connection"] = rt.mqtt_connection(obj.name)
+    return out
+
+
+async def with_warnings(rt: Runtime, results: list[Any]) -> list[dict[str, Any]]:
+    """What each statement did, with a ``warning`` on a stream read from MQTT whose broker could not be
+    reached (the registration stands; the source keeps retrying)."""
+    out = []
+    for r in results:
+        d = describe_result(r)
+        if isinstance(r, StreamDef) and r.source is not None:
+            warning = await rt.mqtt_warning(r.name)
+            if warning is not None:
+                d["warning"] = warning
+        out.append(d)
     return out
 
 

@@ -7,7 +7,7 @@ from aiohttp import web
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import CQLError, InputError
-from web.handlers.common import describe_result, read_json_object, runtime
+from web.handlers.common import read_json_object, runtime, with_warnings
 
 
 async def cql_text(request: web.Request) -> str:
@@ -37,7 +37,7 @@ async def post_cql(request: web.Request) -> web.Response:
     if len(text) <= rt.statement_chars:             # a longer text gets its 413 from execute, unparsed
         refuse_bare_queries(parse(text))
     results = rt.execute(text)
-    return web.json_response({"results": [describe_result(r) for r in results]})
+    return web.json_response({"results": await with_warnings(rt, results)})
 
 
 def refuse_bare_queries(stmts: list) -> None:

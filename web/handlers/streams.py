@@ -13,7 +13,7 @@ from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import InputError
 from dsms.formats import Decoded, decode_input
-from web.handlers.common import describe_result, describe_source, read_json_object, runtime
+from web.handlers.common import describe_source, read_json_object, runtime, with_warnings
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP")
@@ -100,7 +100,7 @@ async def create_stream(request: web.Request) -> web.Response:
     rt = runtime(request)
     text = register_text(await read_json_object(request), "stream")
     results = rt.execute(text)
-    return web.json_response(describe_result(results[0]), status=201)
+    return web.json_response((await with_warnings(rt, results))[0], status=201)
 
 
 async def delete_stream(request: web.Request) -> web.Response:
