@@ -35,6 +35,14 @@ from dsms.validate import TS_LIMIT, check_timestamps, timestamp, typed_columns
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
 
+def stream_time(s: ast.RegisterStream) -> str:
+    """"event" or "arrival": as written, else arrival for an MQTT source without a TIMESTAMP field (its
+    messages carry no time), else event (docs/cql.md, "Event time and arrival time")."""
+    if s.time is not None:
+        return s.time.lower()
+    return "arrival" if s.source is not None and not s.source.timestamp_field else "event"
+
+
 class Query:
     """A registered continuous query; ``drain()`` returns and removes the results produced so far."""
 
@@ -262,7 +270,7 @@ class Engine:
     def _execute(self, s, text: str | None):
         if isinstance(s, ast.RegisterStream | ast.RegisterRelation):
             cols = self._columns(s)
-            obj = StreamDef(s.name, cols, s.source) if isinstance(s, ast.RegisterStream) \
+            obj = StreamDef(s.name, cols, s.source, time=stream_time(s)) if isinstance(s, ast.RegisterStream) \
                 else RelationDef(s.name, cols)
             self.catalog.add(s.name, obj)
             q = self.new_queue()

@@ -18,7 +18,7 @@ from dsms.plan.labels import explain_logical
 from dsms.plan.rules import optimize
 
 SHOW_HEADERS: dict[str, list[str]] = {
-    "STREAMS": ["name", "columns", "source", "used_by"],
+    "STREAMS": ["name", "columns", "time", "source", "used_by"],
     "RELATIONS": ["name", "columns", "used_by"],
     "VIEWS": ["name", "id", "columns", "used_by", "text"],
     "QUERIES": ["id", "name", "kind", "columns", "text"],
@@ -46,7 +46,7 @@ def show(engine, what: str) -> dict[str, Any]:
     """``SHOW STREAMS | RELATIONS | VIEWS | QUERIES``: one row per object, in registration order."""
     rows: list[dict[str, Any]] = []
     if what == "STREAMS":
-        rows = [{"name": s.name, "columns": column_list(s.columns), "source": _source_text(s.source),
+        rows = [{"name": s.name, "columns": column_list(s.columns), "time": s.time, "source": _source_text(s.source),
                  "used_by": _users(engine, s.name)} for s in engine.streams()]
     elif what == "RELATIONS":
         rows = [{"name": r.name, "columns": column_list(r.columns), "used_by": _users(engine, r.name)}
@@ -85,6 +85,7 @@ def describe(engine, name: str) -> dict[str, Any]:
                            "columns": [{"name": n, "type": t} for n, t in obj.columns],
                            "used_by": _users(engine, obj.name)}
     if isinstance(obj, StreamDef):
+        out["time"] = obj.time
         out["source"] = _source_text(obj.source) or None
     return out
 

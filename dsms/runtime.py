@@ -45,7 +45,7 @@ from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.engine import Engine, Query
 from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError, relocate
-from dsms.formats import Decoded
+from dsms.formats import Decoded, iso_text
 from dsms.validate import check_timestamps, typed_columns
 
 log = logging.getLogger("dsms.runtime")
@@ -145,13 +145,16 @@ class ResultChunk:
         seq = self.seq + i if self.seq is not None and not self.snapshot else self.seq
         return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], seq, self.snapshot)
 
-    def encode(self, encoder: Any) -> bytes:
-        data = self._enc.get(encoder.name)
+    def encode(self, encoder: Any, iso: bool = False) -> bytes:
+        """The elements in ``encoder``'s format; with ``iso``, timestamps as ISO 8601 text (``?ts=iso``)."""
+        key = encoder.name + (":iso" if iso else "")
+        data = self._enc.get(key)
         if data is None:
-            data = encoder.elements(self.names, self.ts, self.sign, self.cols)
+            ts = [iso_text(t) for t in _plain(self.ts)] if iso else self.ts
+            data = encoder.elements(self.names, ts, self.sign, self.cols)
             if encoder.frame is not None:
                 data = encoder.frame(data, self.seq, self.snapshot)
-            self._enc[encoder.name] = data
+            self._enc[key] = data
         return data
 
     def elements(self) -> list[Element]:
@@ -754,11 +757,15 @@ class Runtime:
             decoded.ts = np.full(decoded.n, ts, dtype=np.int64) if isinstance(ts, int | np.integer) and \
                 not isinstance(ts, bool) else ts
         decoded.heartbeat = heartbeat
-        return await self.ingest_decoded(stream, decoded, nbytes=nbytes)
+        fut = self._apply_stream(stream, decoded, nbytes)
+        if fut is not None:
+            await fut
+        return decoded.n
 
     async def ingest_decoded(self, stream: str, d: Decoded, *, nbytes: int = 0) -> int:
-        """:meth:`ingest` for a decoded request body (the HTTP path)."""
-        fut = self._apply_stream(stream, d, nbytes)
+        """:meth:`ingest` for a decoded request body (the HTTP path), where the stream's time decides whether
+        the elements carry ``ts`` (docs/http-api.md)."""
+        fut = self._apply_stream(stream, d, nbytes, client=True)
         if fut is not None:
             await fut
         return d.n
@@ -771,7 +778,7 @@ class Runtime:
             return InputError(str(e).split(": ", 1)[-1], index=d.item_of(e.index))
         return e
 
-    def _apply_stream(self, stream: str, d: Decoded, nbytes: int) -> asyncio.Future | None:
+    def _apply_stream(self, stream: str, d: Decoded, nbytes: int, client: bool = False) -> asyncio.Future | None:
         obj = self.source(stream, "stream")
         key = obj.name.lower()
         c = self.counters[key]
@@ -781,6 +788,8 @@ class Runtime:
         try:
             self._check_backlog(key)
             cols, n = typed_columns(obj.columns, d.rows, d.cols)
+            if client:                          # after the columns: a bad value is named first
+                _check_stream_time(obj, d)
             src = self.engine.sources[key]
             ts = _timestamps(obj.name, d, n, src.frontier)
             if d.sign is not None and any(s != 1 for s in d.sign):
@@ -1410,6 +1419,19 @@ def _new_heartbeat(d: Decoded, frontier: int | None, ts: np.ndarray) -> int | No
     return hb
 
 
+def _check_stream_time(obj: Any, d: Decoded) -> None:
+    """An event-time stream's elements carry ``ts``; an arrival-time stream's do not (the server stamps them):
+    input that mixes the two up is refused rather than stamped and then found late (issue 17)."""
+    time_kind = getattr(obj, "time", "event")
+    if time_kind == "event" and d.ts is None and d.n:
+        raise InputError(f"stream '{obj.name}' takes event time: every element needs \"ts\" (milliseconds or ISO "
+                         "8601); a stream registered with TIME ARRIVAL is stamped by the server instead",
+                         index=d.item_of(0))
+    if time_kind == "arrival" and d.ts is not None and d.n:
+        raise InputError(f"stream '{obj.name}' takes arrival time (TIME ARRIVAL): the server stamps each element "
+                         "as it arrives, so elements must not carry \"ts\"", index=d.item_of(0))
+
+
 def _timestamps(name: str, d: Decoded, n: int, frontier: int | None) -> np.ndarray:
     """Per-row int64 timestamps: given ones checked by the engine's rules, or the wall clock in
     milliseconds when none was given (arrival time)."""
@@ -1418,7 +1440,7 @@ def _timestamps(name: str, d: Decoded, n: int, frontier: int | None) -> np.ndarr
         if frontier is not None and now < frontier:
             now = frontier
         return np.full(n, now, dtype=np.int64)
-    return check_timestamps(name, d.ts, n, frontier)
+    return check_timestamps(name, d.ts, n, frontier, iso_text if d.iso else str)
 
 
 def _validate_updates(obj: Any, contents: Mapping[tuple, int], cols: list[np.ndarray], ts: np.ndarray,

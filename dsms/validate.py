@@ -138,9 +138,9 @@ def _in_range(v: int, index: int | None) -> None:
                          "overflow)", index=index)
 
 
-def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.ndarray:
+def check_timestamps(name: str, ts: Any, n: int, frontier: int | None, show: Any = str) -> np.ndarray:
     """Per-row int64 timestamps, checked: integers (or ISO 8601 strings), never decreasing, not below what the
-    input has passed."""
+    input has passed. ``show`` writes a timestamp in a message (ISO 8601 for a user who sent ISO)."""
     ts = timestamp(ts)
     if isinstance(ts, bool):
         raise InputError(f"a timestamp must be an integer, not {ts!r}")
@@ -176,13 +176,13 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None) -> np.nda
             back = np.nonzero(np.diff(arr) < 0)[0]
             if len(back):
                 k = int(back[0]) + 1
-                raise InputError(f"timestamp {int(arr[k])} goes backwards (after {int(arr[k - 1])}) on ordered "
-                                 f"input '{name}'", index=k)
+                raise InputError(f"timestamp {show(int(arr[k]))} goes backwards (after {show(int(arr[k - 1]))}) "
+                                 f"on ordered input '{name}'", index=k)
     if n and (int(arr.min()) < -TS_LIMIT or int(arr.max()) > TS_LIMIT):
         k = int(np.nonzero((arr < -TS_LIMIT) | (arr > TS_LIMIT))[0][0])
         raise InputError(f"timestamp {int(arr[k])} is out of range (|ts| <= 2**62 ticks, so that a window's end "
                          "cannot overflow)", index=k)
     if n and frontier is not None and int(arr[0]) < frontier:
-        raise InputError(f"timestamp {int(arr[0])} is below what '{name}' has already passed ({frontier})",
-                         index=0)
+        raise InputError(f"timestamp {show(int(arr[0]))} is below what '{name}' has already passed "
+                         f"({show(frontier)})", index=0)
     return arr

@@ -225,6 +225,8 @@ def _paths() -> dict[str, Any]:
         params=[_QID,
                 _query_param("format", {"enum": ["ndjson", "sse", "xml"]}, "output format (else by Accept)"),
                 _query_param("from", {"type": ["integer", "string"]}, "replay retained results with ts >= from"),
+                _query_param("ts", {"enum": ["ms", "iso"], "default": "ms"},
+                             "timestamps as milliseconds or as ISO 8601 text"),
                 _query_param("after", {"type": "integer", "minimum": 0},
                              "resume after this element id (as the Last-Event-ID header does)"),
                 _query_param("snapshot", {"type": "boolean"},

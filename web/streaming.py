@@ -15,7 +15,7 @@ import time
 from aiohttp import web
 
 from dsms.errors import InputError
-from dsms.formats import ENCODERS, Encoder
+from dsms.formats import ENCODERS, Encoder, iso_text
 from dsms.runtime import Closed, Gap, HeartbeatMark, ResultChunk, Runtime, SnapshotMark
 
 KEEPALIVE_S = 15.0
@@ -48,18 +48,20 @@ def pick_format(request: web.Request) -> Encoder:
     return ENCODERS["ndjson"]
 
 
-def _encode(enc: Encoder, items: list) -> tuple[bytes, bool]:
+def _encode(enc: Encoder, items: list, iso: bool = False) -> tuple[bytes, bool]:
+    """The bytes of ``items``; with ``iso`` every timestamp is ISO 8601 text (``?ts=iso``)."""
+    show = iso_text if iso else (lambda t: t)
     parts = []
     closed = False
     for it in items:
         if isinstance(it, ResultChunk):
-            parts.append(it.encode(enc))
+            parts.append(it.encode(enc, iso))
         elif isinstance(it, HeartbeatMark):
-            parts.append(enc.heartbeat(it.ts))
+            parts.append(enc.heartbeat(show(it.ts)))
         elif isinstance(it, Gap):
-            parts.append(enc.gap(it.missed, it.from_ts, it.to_ts))
+            parts.append(enc.gap(it.missed, *(None if t is None else show(t) for t in (it.from_ts, it.to_ts))))
         elif isinstance(it, SnapshotMark):
-            parts.append(enc.snapshot(it.ts, it.rows))
+            parts.append(enc.snapshot(show(it.ts), it.rows))
         elif isinstance(it, Closed):
             closed = True
     return b"".join(parts), closed
@@ -67,7 +69,7 @@ def _encode(enc: Encoder, items: list) -> tuple[bytes, bool]:
 
 async def stream_results(request: web.Request, rt: Runtime, query_id: str, label: str, *, from_ts: int | None,
                          follow: bool, buffer: int | None, after: int | None = None,
-                         snapshot: bool = False) -> web.StreamResponse:
+                         snapshot: bool = False, iso: bool = False) -> web.StreamResponse:
     """Serve one query's results until the client leaves, the query is dropped or (``follow=false``) the
     retained and already produced results have been sent. ``after`` resumes after an element id (SSE's
     Last-Event-ID); ``snapshot`` starts a relation's reader with its current contents."""
@@ -82,7 +84,7 @@ async def stream_results(request: web.Request, rt: Runtime, query_id: str, label
         while True:
             items = await sub.get(timeout=0 if not follow else POLL_S)
             if items:
-                data, closed = _encode(enc, items)
+                data, closed = _encode(enc, items, iso)
                 if data:
                     await resp.write(data)
                     last_write = time.monotonic()

@@ -272,10 +272,14 @@ class MqttSource:
 
 @dataclass(frozen=True)
 class RegisterStream:
+    """``REGISTER STREAM name (cols) [TIME EVENT|ARRIVAL] [FROM MQTT ...]``; ``time`` as written (None: not
+    written; the engine's default is event time, or for MQTT what the TIMESTAMP clause says)."""
+
     name: str
     columns: tuple[ColumnDef, ...]
     source: MqttSource | None = None
     pos: Pos = _pos()
+    time: str | None = None
 
 
 @dataclass(frozen=True)

@@ -394,8 +394,24 @@ class _ToAst(Transformer_NonRecursive):
         return ast.QueryStatement(children[0], pos=_pos(meta))
 
     def register_stream(self, meta, children):
-        name, columns, *source = children
-        return ast.RegisterStream(name.value, columns, source[0] if source else None, pos=_pos(meta))
+        name, columns, *rest = children
+        time = next((c for c in rest if isinstance(c, _Clause)), None)
+        source = next((c for c in rest if isinstance(c, ast.MqttSource)), None)
+        if time is not None and source is not None and (time.value == "ARRIVAL") == bool(source.timestamp_field):
+            raise _err("TIME ARRIVAL stamps elements when they arrive, so it takes no TIMESTAMP field"
+                       if time.value == "ARRIVAL" else
+                       "TIME EVENT over MQTT needs TIMESTAMP field: the field of each message that holds its time",
+                       time.pos)
+        return ast.RegisterStream(name.value, columns, source, pos=_pos(meta),
+                                  time=time.value if time is not None else None)
+
+    def stream_time(self, meta, children):
+        word = children[0].value.upper()
+        if word not in ("ARRIVAL", "EVENT"):
+            raise _err(f"TIME {children[0].value!r}: expected EVENT (the elements carry their time, the "
+                       f"default) or ARRIVAL (the server stamps them){_close(word, ('ARRIVAL', 'EVENT'))}",
+                       children[0])
+        return _Clause("time", word, _tpos(children[0]))
 
     def register_relation(self, meta, children):
         name, columns = children

@@ -309,7 +309,8 @@ NDJSON_ENCODER = Encoder(
     content_type="application/x-ndjson",
     head=lambda query: b"",
     elements=_ndjson_elements,
-    heartbeat=lambda ts: f'{{"heartbeat":{ts}}}\n'.encode("ascii"),
+    heartbeat=lambda ts: (f'{{"heartbeat":{ts}}}' if isinstance(ts, int) else dumps({"heartbeat": ts})).encode()
+    + b"\n",
     gap=lambda missed, a, b: (_gap(missed, a, b) + "\n").encode("ascii"),
     tail=lambda: b"",
     snapshot=lambda ts, rows: (_snapshot_item(ts, rows) + "\n").encode("ascii"),
@@ -321,7 +322,8 @@ SSE_ENCODER = Encoder(
     content_type="text/event-stream",
     head=lambda query: f": dsms results of {query}\nretry: 2000\n\n".encode("ascii", "replace"),
     elements=_sse_elements,
-    heartbeat=lambda ts: f'data: {{"heartbeat":{ts}}}\n\n'.encode("ascii"),
+    heartbeat=lambda ts: b"data: " + (f'{{"heartbeat":{ts}}}' if isinstance(ts, int) else
+                                      dumps({"heartbeat": ts})).encode() + b"\n\n",
     gap=lambda missed, a, b: f"data: {_gap(missed, a, b)}\n\n".encode("ascii"),
     tail=lambda: b"",
     extra_headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

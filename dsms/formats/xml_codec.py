@@ -135,7 +135,7 @@ def _elements(names: list[str], ts: Any, sign: Any, cols: list[Any]) -> bytes:
     if template is None:
         inner = "".join(f"{o}%s{e}" for o, e in _tags(names)).replace("%s", "\0").replace("%", "%%") \
             .replace("\0", "%s")
-        template = '<element ts="%d" sign="%s">' + inner + "</element>\n"
+        template = '<element ts="%s" sign="%s">' + inner + "</element>\n"
         if len(_el_templates) < 4096:
             _el_templates[key] = template
     signs = ["+" if x > 0 else "-" for x in sign]

@@ -36,7 +36,7 @@ def test_parse_shapes() -> None:
 def test_show(eng: Engine) -> None:
     anon = eng.execute("SELECT item FROM Bid WHERE price > 1")
     s = eng.execute("SHOW STREAMS")
-    assert s["rows"] == [{"name": "Bid", "columns": "item INT, price FLOAT, bidder STRING", "source": "",
+    assert s["rows"] == [{"name": "Bid", "columns": "item INT, price FLOAT, bidder STRING", "time": "event", "source": "",
                           "used_by": f"busy, recent, {anon.id}"}]
     assert [r["name"] for r in eng.execute("SHOW RELATIONS")["rows"]] == ["Item"]
     assert [(r["name"], r["id"]) for r in eng.execute("SHOW VIEWS")["rows"]] == [("recent", "q2")]

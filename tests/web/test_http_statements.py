@@ -18,7 +18,7 @@ def test_show_describe_explain_drop(server: Server, uniq: str) -> None:
     streams, relations, views, queries = server.cql("SHOW STREAMS; SHOW RELATIONS; SHOW VIEWS; SHOW QUERIES")
     mine = {row["name"]: row for row in streams["rows"]}[s]
     assert mine["columns"] == "item INT, price FLOAT" and set(mine["used_by"].split(", ")) == {v, q}
-    assert streams["header"] == ["name", "columns", "source", "used_by"]
+    assert streams["header"] == ["name", "columns", "time", "source", "used_by"]
     assert {row["name"] for row in relations["rows"]} >= {r} and s not in {x["name"] for x in relations["rows"]}
     assert v in {row["name"] for row in views["rows"]} and v not in {row["name"] for row in queries["rows"]}
     assert {row["name"]: row["kind"] for row in queries["rows"]}[q] == "relation"

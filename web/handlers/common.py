@@ -28,6 +28,7 @@ def describe_source(obj: StreamDef | RelationDef, rt: Runtime | None = None) -> 
     out: dict[str, Any] = {"name": obj.name, "kind": obj.kind, "columns": columns(obj.columns)}
     src = getattr(obj, "source", None)
     if obj.kind == "stream":
+        out["time"] = getattr(obj, "time", "event")
         out["source"] = None if src is None else {"mqtt": src.topic, "format": src.format,
                                                   "timestamp": src.timestamp_field}
     if rt is not None:

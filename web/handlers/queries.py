@@ -78,10 +78,13 @@ async def get_results(request: web.Request) -> web.StreamResponse:
     buffer = int_param(request, "buffer", None, 1, 10_000_000)
     after = _after(request)
     snapshot = bool_param(request, "snapshot", follow and from_ts is None and after is None)
+    ts_form = request.query.get("ts", "ms")
+    if ts_form not in ("ms", "iso"):
+        raise InputError(f"query parameter 'ts' must be ms or iso, not {ts_form[:20]!r}")
     if not follow and from_ts is None and after is None and not snapshot:
         from_ts = -(2**63)
     return await stream_results(request, rt, q.id, q.name or q.id, from_ts=from_ts, follow=follow, buffer=buffer,
-                                after=after, snapshot=snapshot)
+                                after=after, snapshot=snapshot, iso=ts_form == "iso")
 
 
 def _after(request: web.Request) -> int | None:
