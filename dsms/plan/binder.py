@@ -17,6 +17,7 @@ from dsms.cql import ast
 from dsms.errors import SchemaError
 from dsms.expr.compile import infer_type
 from dsms.plan import logical as L
+from dsms.plan.labels import expr_label
 
 NUMERIC = ("INT", "FLOAT", "TIMESTAMP")
 
@@ -882,11 +883,14 @@ class Binder:
             names.append(self._name(it, k, scope))
         having_b = post(having) if having is not None else None
 
-        pre = L.Project(node, tuple(pre_exprs), tuple(pre_types),
-                        names=tuple(f"g{i}" for i in range(len(pre_exprs))))
+        # names for EXPLAIN (outside equality): the expressions as written over the input's names, and the
+        # aggregates as calls on them, so that a plan reads GROUP BY item: COUNT(*), MAX(price)
+        pre_names = tuple(expr_label(e, types, node.names) for e in pre_exprs)
+        pre = L.Project(node, tuple(pre_exprs), tuple(pre_types), names=pre_names)
         agg_node_types = tuple(pre_types[: len(group_exprs)]) + tuple(agg_types)
-        agg = L.Aggregate(pre, tuple(range(len(group_exprs))), tuple(aggs), agg_node_types,
-                          names=tuple(f"a{i}" for i in range(len(agg_node_types))))
+        agg_names = pre_names[: len(group_exprs)] + tuple(
+            f"{f}({'DISTINCT ' if d else ''}{'*' if a is None else pre_names[a]})" for f, a, d in aggs)
+        agg = L.Aggregate(pre, tuple(range(len(group_exprs))), tuple(aggs), agg_node_types, names=agg_names)
         cur = agg
         if having_b is not None:
             self._check_bool(having_b, agg_node_types, having)

@@ -47,6 +47,7 @@ def plan_entities(engine, query_id: str) -> dict:
     for op in ops:
         inputs, output = [i for i, _ in _inputs(op)], _output(op)[0]
         entry = {"id": op.id, "kind": op.kind, "label": op.detail, "owners": sorted(op.owners),
+                 "positions": getattr(op, "detail_positions", None),
                  "shared": len(op.owners) > 1, "inputs": inputs, "output": output}
         if op.fused is not None:
             entry["fused_into"] = output
@@ -78,6 +79,8 @@ def explain_xml(engine, query_id: str) -> str:
     for op in plan["operators"]:
         el = ET.SubElement(doc, "operator", id=op["id"], kind=op["kind"], label=visible(op["label"]),
                            owners=" ".join(op["owners"]))
+        if op["positions"] is not None:       # the label with column positions ($0) instead of names
+            el.set("positions", visible(op["positions"]))
         for q in op["inputs"]:
             ET.SubElement(el, "input", **({"operator": q} if q.startswith("op:") else {"queue": q}))
         if "fused_into" in op:

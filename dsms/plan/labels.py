@@ -31,15 +31,18 @@ def display_names(names: Sequence[str]) -> list[str]:
 
 
 def with_names(label: str, names: Sequence[str], left: Sequence[str] = (), right: Sequence[str] = ()) -> str:
-    """``label`` with ``$k`` replaced by ``names[k]`` (``L$k`` and ``R$k`` by ``left[k]`` and ``right[k]``);
-    a reference with no name to give it is left as it is.
+    """``label`` with ``$k`` replaced by ``names[k]`` (``L$k`` and ``R$k`` by ``left[k]`` and ``right[k]``, a
+    join's inputs, numbered together when a name is on both sides); a reference with no name is left as it is.
 
     >>> with_names("$1 > 10 AND $0 = 'x$0'", ["item", "n"])
     "n > 10 AND item = 'x$0'"
     >>> with_names("L$0 = R$1", [], ["a"], ["b", "c"])
     'a = c'
+    >>> with_names("L$0 = R$0", [], ["a", "b"], ["a", "d"])
+    'a#0 = a#2'
     """
-    shown = {"": display_names(names), "L": display_names(left), "R": display_names(right)}
+    both = display_names([*left, *right])          # a name on both sides of a join is written name#k
+    shown = {"": display_names(names), "L": both[: len(left)], "R": both[len(left):]}
 
     def sub(m: re.Match) -> str:
         if m.group(2) is None:
@@ -67,6 +70,11 @@ def named_label(node, label: str, via=None) -> str:
         return with_names(label, list(via.names))
     names, left, right = input_names(node)
     return with_names(label, names, left, right)
+
+
+def expr_label(expr, types: Sequence[str], names: Sequence[str]) -> str:
+    """A bound (positional) expression over columns of ``types`` as text with the columns' ``names``."""
+    return with_names(_expr(expr, types), names)
 
 
 # ---------------------------------------------------------------- the logical plan as text

@@ -32,6 +32,7 @@ from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
+from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
@@ -99,6 +100,7 @@ class PhysicalPlanner:
 
     def _record(self, node, queue: Queue, op: Operator | None, query_id: str, via=None) -> Queue:
         if op is not None:
+            name_columns(op, node, via)
             self.engine.add_operator(op, query_id)
         inputs = (via,) if via is not None else node.children
         stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
@@ -229,6 +231,7 @@ class PhysicalPlanner:
         if old.fused is not None:
             self._unfuse(old)
         view = ProjectOp(columns, self.memo[wider].queue, built.queue, note=view_note(wider))
+        name_columns(view, None, wider)
         self.engine.replace_operator(old, view)
         built.op, built.via = view, wider
         for child in below:
@@ -395,6 +398,15 @@ class PhysicalPlanner:
         # results (the server's snapshot) start from them
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=final_net(node.child))
+
+
+def name_columns(op: Operator, node, via=None) -> None:
+    """EXPLAIN shows column names where the operator's label has positions (``GROUP BY item: COUNT(*)`` for
+    ``GROUP BY $0: COUNT(*)``); the positional label stays in ``detail_positions`` for the XML plan."""
+    named = named_label(node, op.detail, via)
+    if named != op.detail:
+        op.detail_positions = op.detail
+        op.detail = named
 
 
 def view_note(shared) -> str:
