@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from control_tables import Registry
+from control_tables import Knob, Registry
 from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
@@ -369,16 +369,31 @@ class Engine:
         if not holders and store.id in self.registry:
             self.registry.remove(store.id)
 
+    POLICY_ID = "sched:0"
+
     def set_policy(self, name: str) -> None:
-        """Switch the scheduling policy (also reachable as the system's ``policy`` knob)."""
+        """Switch the scheduling policy (also reachable as the system's ``policy`` knob).
+
+        The policy is an entity with its own control table, always ``sched:0`` (``GET /entities/sched:0``):
+        its knobs (``budget``, ``unit``, Chain's ``drift``, Chain-Flush's ``latency_bound``, ``headroom``,
+        ``cost_scale``) are read at every pick, so a write takes effect at the next one. A new policy keeps
+        the values of the knobs it shares with the one it replaces (``budget`` and ``unit`` always)."""
         try:
             from scheduler import POLICIES
         except ImportError:        # the scheduler package is optional for the plan-order loop
             POLICIES = {}
         cls = POLICIES.get(name)
-        self.policy = cls() if cls is not None else None
-        if self.policy is not None and hasattr(self.policy, "budget_items"):
-            self.policy.budget_items = self.config["batch_budget"]
+        old = self.policy
+        knobs: dict = {"budget": self.config["batch_budget"]}
+        if old is not None:
+            if old.id is not None and old.id in self.registry:
+                self.registry.remove(old.id)
+            mine = cls.control_attributes() if cls is not None else {}
+            knobs = {k: old.get(k) for k, a in old.control_attributes().items()
+                     if isinstance(a, Knob) and k in mine and isinstance(mine[k], Knob)}
+        self.policy = cls(**knobs) if cls is not None else None
+        if self.policy is not None:
+            self.registry.add(self.policy, id=self.POLICY_ID)
         self._plan_changed()
 
     def _plan_changed(self) -> None:

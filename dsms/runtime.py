@@ -701,20 +701,11 @@ class Runtime:
         if self.recovering:
             return
         b = self.backlog()
-        if b > self.backlog_limit and not self._shedding():
+        if b > self.backlog_limit:
             self.counters[key]["refused"] += 1
             self.errors["overloaded"] += 1
             raise Overloaded(f"input backlog is {b} tuples, over the limit of {self.backlog_limit} "
                              "(limits.ingest_backlog); retry later", retry_after=1)
-
-    def _shedding(self) -> bool:
-        sysent = getattr(self.engine, "system", None)
-        if sysent is None:
-            return False
-        try:
-            return bool(sysent.get("shedding"))
-        except Exception:  # noqa: BLE001 - an engine without the attribute simply does not shed
-            return False
 
     async def ingest(self, stream: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
                      ts: int | Sequence[int] | None = None, *, heartbeat: int | None = None,

@@ -1,5 +1,8 @@
-"""The system's own control table (``sys:0``, SPEC section 8): scheduler policy, global memory budget,
-shedding, and global statistics."""
+"""The system's own control table (``sys:0``, SPEC section 8): which scheduling policy runs, and global
+statistics. The policy's own knobs live in its control table, ``sched:0`` (``Engine.set_policy``).
+
+A global memory budget and load shedding are not knobs yet: a knob that is accepted but does nothing would
+promise what the engine does not do (issue 14, overload, gives them their meaning)."""
 
 from __future__ import annotations
 
@@ -12,9 +15,7 @@ class EngineSystem(SystemEntity):
     kind = "system"
     policy = Knob(str, default="chain", choices=POLICY_NAMES,
                   doc="the scheduling policy; switching it while queries run changes no result")
-    memory_budget = Knob(int | None, default=None, ge=0, unit="bytes",
-                         doc="global memory budget for queues and synopses (None: unbounded)")
-    shedding = Knob(bool, default=False, doc="drop input under overload instead of refusing it")
+    scheduler = Stat(str | None, compute="_scheduler", doc="id of the policy's control table (its knobs)")
     queries = Stat(int, compute="_queries", doc="registered queries")
     operators = Stat(int, compute="_operators", doc="operators in the shared plan")
     queue_bytes = Stat(int, compute="_queue_bytes", unit="bytes", doc="bytes held by all queues")
@@ -36,6 +37,9 @@ class EngineSystem(SystemEntity):
 
     def _tuples_in(self) -> int:
         return sum(s.elements_in for s in self._engine.sources.values())
+
+    def _scheduler(self) -> str | None:
+        return None if self._engine.policy is None else self._engine.policy.id
 
     def _now(self) -> int | None:
         return self._engine.now()

@@ -203,12 +203,14 @@ def test_knobs_survive_a_restart(tmp_path: Path) -> None:
         ops = [e["id"] for e in rt.entities("q") if e["id"].startswith("op:")]
         rt.set_entity(ops[0], {"priority": 4})
         rt.set_system({"policy": "round_robin"})
+        rt.set_entity("sched:0", {"budget": 3})
         rt.set_query_retention("q", 7)
         await rt.stop()
         rt = make(tmp_path)
         await rt.start()
         assert rt.entity(ops[0])["priority"] == 4
         assert rt.system()["policy"] == "round_robin"
+        assert rt.entity("sched:0")["budget"] == 3 and rt.engine.policy.budget_items == 3
         assert rt.query_stats("q1")["retention"] == 7
         await rt.stop()
     run(main())

@@ -250,7 +250,7 @@ def _paths() -> dict[str, Any]:
                      body={"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}),
     }
     p["/system"] = {
-        "get": _op("System control table (scheduler policy, memory budget, shedding) and global statistics",
+        "get": _op("System control table (scheduler policy, global statistics) and global statistics",
                    {"200": _json({"type": "object"}, "system")}, tag="system"),
         "patch": _op("Write system knobs", {"200": _json({"type": "object"}, "after the write"),
                                             "400": _err("refused write"), "404": _err("unknown attribute"),

@@ -1,4 +1,4 @@
-"""``/system``: the system control table (scheduler policy, memory budget, shedding) and global statistics
+"""``/system``: the system control table (scheduler policy, global statistics) and global statistics
 (SPEC sections 7 and 8)."""
 
 from __future__ import annotations
