@@ -8,6 +8,7 @@ output. Only application timestamps decide results; nothing here reads the wall 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -106,7 +107,23 @@ class Source:
         self.dtypes = [numpy_dtype(t) for t in self.types]
         self.frontier: int | None = None       # nothing below this may arrive
         self.contents: dict[tuple, list[int]] = {}   # relations only: row -> insert times of live copies
+        self.version = 0                             # relations only: bumped by every applied change
         self.elements_in = 0
+
+
+@dataclass
+class RelationChange:
+    """Relation changes validated by ``Engine.prepare_update``, not applied yet: one batch per instant
+    (inserts first), ``order`` maps their rows back to the positions given, and ``touched`` is the new
+    contents of the rows they touch, valid while the relation's ``version`` is the one recorded."""
+
+    batches: list[Batch]
+    order: np.ndarray
+    version: int
+    touched: dict[tuple, list[int]]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches)
 
 
 class Engine:
@@ -551,39 +568,102 @@ class Engine:
         src.queue.put(batch)
         return n
 
-    def update(self, name: str, insert: Sequence[Mapping] = (), delete: Sequence[Mapping] = (),
-               ts: int = 0) -> int:
+    def update(self, name: str, insert: Sequence[Mapping] | Mapping[str, Sequence] = (),
+               delete: Sequence[Mapping] | Mapping[str, Sequence] = (), ts: int = 0) -> int:
         """Timestamped inserts and deletes on a relation, all or nothing. A delete must match a row."""
         src = self._source(name, "relation")
-        ts = timestamp(ts)
+        if isinstance(ts, bool) or not isinstance(ts, int | np.integer | float | str):
+            raise InputError(f"an update takes one integer timestamp, not {ts!r:.80}")
         ins_cols, n_ins = self._convert(src, insert)
         del_cols, n_del = self._convert(src, delete, offset=n_ins)
-        self._timestamps(src, ts if isinstance(ts, int) else -1, 1)
-        if not isinstance(ts, int) or isinstance(ts, bool):
-            raise InputError(f"an update takes one integer timestamp, not {ts!r}")
-        ins_rows = Batch(np.zeros(n_ins, np.int64), np.ones(n_ins, np.int8), ins_cols).rows() if n_ins else []
-        del_rows = Batch(np.zeros(n_del, np.int64), np.ones(n_del, np.int8), del_cols).rows() if n_del else []
-        after = {r: list(v) for r, v in src.contents.items()}
-        for r in ins_rows:
-            after.setdefault(r, []).append(ts)
-        for k, r in enumerate(del_rows):
-            live = after.get(r)
-            if not live:
-                raise InputError(f"delete of a row that is not in '{src.obj.name}': "
-                                 f"{dict(zip(src.names, r))}", index=n_ins + k)
-            live.pop()
-            if not live:
-                del after[r]
+        check_timestamps(src.obj.name, ts, 1, src.frontier)      # also with no rows: a bad ts is refused
         n = n_ins + n_del
         if n == 0:
             return 0
-        src.contents = after
         cols = [np.concatenate([a, b]) for a, b in zip(ins_cols, del_cols)]
         sign = np.concatenate([np.ones(n_ins, np.int8), -np.ones(n_del, np.int8)])
-        src.frontier = ts
+        change = self._prepare_update(src, cols, n, check_timestamps(src.obj.name, ts, n, src.frontier), sign)
+        return self.apply_update(name, change)
+
+    def prepare_update(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int],
+                       sign: Sequence[int] | None = None) -> RelationChange | None:
+        """Validate relation changes without applying them (the server archives them in between): rows or
+        columns as for ``push``, one timestamp or one per row (never decreasing), ``sign`` +1 (insert, the
+        default) or -1 (delete) per row. Within an instant inserts come before deletes, and every delete
+        must match a row live at its instant. Raises InputError naming the first bad element; None when
+        there are no rows."""
+        src = self._source(name, "relation")
+        cols, n = self._convert(src, rows)
+        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier)
+        if sign is None:
+            sign_arr = np.ones(n, np.int8)
+        else:
+            sign_list = list(sign)
+            if len(sign_list) != n:
+                raise InputError(f"{n} rows but {len(sign_list)} signs")
+            for k, x in enumerate(sign_list):
+                if isinstance(x, bool) or x not in (1, -1):
+                    raise InputError(f"sign must be 1 (insert) or -1 (delete), not {x!r}", index=k)
+            sign_arr = np.asarray(sign_list, dtype=np.int8)
+        if n == 0:
+            return None
+        return self._prepare_update(src, cols, n, ts_arr, sign_arr)
+
+    def _prepare_update(self, src: Source, cols: list[np.ndarray], n: int, ts: np.ndarray,
+                        sign: np.ndarray) -> RelationChange:
+        order = np.lexsort((-sign, ts))                 # stable: by instant, inserts before deletes
+        if not (order == np.arange(n)).all():
+            ts, sign, cols = ts[order], sign[order], [c[order] for c in cols]
+        bounds = np.flatnonzero(np.diff(ts)) + 1
+        edges = [0, *bounds.tolist(), n]
+        batches = [Batch(ts[lo:hi], sign[lo:hi], [c[lo:hi] for c in cols]) for lo, hi in zip(edges, edges[1:])]
+        change = RelationChange(batches, order, src.version, {})
+        change.touched = self._touched(src, change)
+        return change
+
+    def _touched(self, src: Source, change: RelationChange) -> dict[tuple, list[int]]:
+        """The insert times of the live copies of every row the change touches, as they will be after it;
+        InputError naming the element (as given) of a delete that matches no live row."""
+        touched: dict[tuple, list[int]] = {}
+        k = 0
+        for b in change.batches:
+            t = int(b.ts[0])
+            for r, s in zip(b.rows(), b.sign.tolist()):
+                live = touched.get(r)
+                if live is None:
+                    live = touched[r] = list(src.contents.get(r, ()))
+                if s > 0:
+                    live.append(t)
+                elif live:
+                    live.pop()
+                else:
+                    raise InputError(f"delete of a row that is not in '{src.obj.name}': "
+                                     f"{dict(zip(src.names, r))}", index=int(change.order[k]))
+                k += 1
+        return touched
+
+    def apply_update(self, name: str, change: RelationChange) -> int:
+        """Apply changes made by ``prepare_update`` (checked again against the relation's contents only if
+        they changed since, and against time moving past them)."""
+        src = self._source(name, "relation")
+        first = int(change.batches[0].ts[0])
+        if src.frontier is not None and first < src.frontier:
+            raise InputError(f"timestamp {first} is below what '{src.obj.name}' has already passed "
+                             f"({src.frontier})", index=0)
+        touched = change.touched if change.version == src.version else self._touched(src, change)
+        for r, live in touched.items():
+            if live:
+                src.contents[r] = live
+            else:
+                src.contents.pop(r, None)
+        src.version += 1
+        n = 0
+        for b in change.batches:
+            src.queue.put(b)
+            n += len(b)
+        src.frontier = int(change.batches[-1].ts[-1])
         src.elements_in += n
         self.input_epoch += 1
-        src.queue.put(Batch(np.full(n, ts, dtype=np.int64), sign, cols))
         return n
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
@@ -599,6 +679,14 @@ class Engine:
             if src.frontier is None or ts > src.frontier:
                 src.frontier = ts
                 src.queue.put(Heartbeat(ts))
+
+    def frontier(self, name: str) -> int | None:
+        """What input ``name`` has passed: no element below it may arrive (None before anything did)."""
+        return self._any_source(name).frontier
+
+    def input_backlog(self) -> dict[str, int]:
+        """Tuples each input's queue holds (pushed, not yet read by every operator reading it), by name."""
+        return {s.obj.name: int(s.queue.tuples) for s in self.sources.values()}
 
     def _any_source(self, name: str) -> Source:
         src = self.sources.get(name.lower()) if isinstance(name, str) else None

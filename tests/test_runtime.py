@@ -1,4 +1,4 @@
-"""The server runtime in-process (dsms/runtime.py): fan-out with bounded readers and gap markers, overload,
+"""The server runtime in-process (dsms/runtime/): fan-out with bounded readers and gap markers, overload,
 recovery that rebuilds the same engine state, knob persistence, time slicing, MQTT isolation."""
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ async def settle(rt: Runtime) -> None:
     for _ in range(100_000):
         await asyncio.sleep(0)
         if rt.backlog() == 0 and not any(op.ready() and not op.output.full() for op in rt.engine.ops) \
-                and not rt._work.is_set():
+                and not rt.pump.work.is_set():
             await asyncio.sleep(0)
             return
     ready = [op.id for op in rt.engine.ops if op.ready()]
     raise AssertionError(f"engine did not settle: backlog {rt.backlog()}, ready {ready}, "
-                         f"pump woken {rt._work.is_set()}")
+                         f"pump woken {rt.pump.work.is_set()}")
 
 
 def test_slow_subscriber_gets_a_gap_and_never_blocks(tmp_path: Path) -> None:
@@ -251,11 +251,11 @@ def test_engine_slices_leave_the_loop_free(tmp_path: Path) -> None:
         t = asyncio.create_task(ticker())
         for b in range(3000):
             await rt.ingest("s", {"k": [i % 7 for i in range(20)], "v": [float(i) for i in range(20)]}, b)
-        slices_before = rt.slices
+        slices_before = rt.pump.slices
         await settle(rt)
         done.set()
         await t
-        assert rt.slices - slices_before > 1 and ticks > 1
+        assert rt.pump.slices - slices_before > 1 and ticks > 1
         assert rt.runtime_stats()["engine"]["steps_per_slice"] >= 1
         await rt.stop()
     run(main())

@@ -2,7 +2,7 @@
 
 Every refusal is ``{"error": <short kind>, "detail": <what and why>, ...}`` with the matching status, so a
 client never has to parse HTML or guess: 400 bad input (with the element ``index``), 401 token, 404 unknown
-name, 405 method, 409 conflict or limit, 413 too large, 415 content type, 501 not available yet, 503
+name, 405 method, 409 conflict or limit, 413 too large, 415 content type, 503
 overloaded (with Retry-After). Anything unexpected is logged and becomes a 500 JSON body, never a traceback.
 """
 
@@ -21,7 +21,7 @@ from control_tables.errors import ControlTableError, NoSuchAttributeError, NoSuc
 from dsms.archive import ArchiveValueError
 from dsms.errors import CQLError, InputError, SchemaError
 from dsms.formats import UnsupportedMediaType
-from dsms.runtime import Conflict, LimitExceeded, NotFound, NotSupported, Overloaded, RuntimeFailure
+from dsms.runtime import Conflict, LimitExceeded, NotFound, Overloaded, RuntimeFailure
 
 log = logging.getLogger("dsms.web")
 
@@ -64,8 +64,6 @@ def error_response(exc: BaseException) -> web.Response:
         return json_error(exc.status, "limit exceeded", str(exc), **_partial(exc))
     if isinstance(exc, Overloaded):
         return json_error(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)})
-    if isinstance(exc, NotSupported):
-        return json_error(501, "not implemented", str(exc))
     if isinstance(exc, SchemaError):
         return json_error(400, "schema error", str(exc), **_partial(exc))
     if isinstance(exc, NoSuchEntityError | NoSuchAttributeError):

@@ -229,23 +229,23 @@ def _paths() -> dict[str, Any]:
         {"200": {"description": "plan", "content": {"application/json": {"schema": {"type": "object"}},
                                                     "application/xml": {"schema": {"type": "string"}},
                                                     "text/plain": {"schema": {"type": "string"}}}},
-         "400": _err("bad format"), "404": _err("unknown query"), "501": _err("engine has no explain yet")},
+         "400": _err("bad format"), "404": _err("unknown query")},
         params=[_QID, _query_param("format", {"enum": ["json", "xml", "text"]}, "plan format (else by Accept)")],
         tag="queries")}
     p["/entities"] = {"get": _op(
         "Control tables of every entity, or of one query's",
         {"200": _json({"type": "object", "properties": {"entities": {"type": "array", "items": _ref("Entity")}}},
-                      "entities"), "404": _err("unknown query"), "501": _err("engine has no control tables yet")},
+                      "entities"), "404": _err("unknown query")},
         params=[_query_param("query", {"type": "string"}, "only the entities of this query")], tag="entities")}
     p["/entities/{id}"] = {
         "get": _op("One control table", {"200": _json(_ref("Entity"), "the control table"),
-                                         "404": _err("unknown entity"), "501": _err("not available yet")},
+                                         "404": _err("unknown entity")},
                    params=[_EID, _query_param("history", {"type": "boolean"}, "include the change history")],
                    tag="entities"),
         "patch": _op("Write knobs (validated; all or nothing)",
                      {"200": _json(_ref("Entity"), "the control table after the write"),
                       "400": _err("refused write: why, and what is allowed"),
-                      "404": _err("unknown entity or attribute"), "501": _err("not available yet")},
+                      "404": _err("unknown entity or attribute")},
                      mutating=True, params=[_EID], tag="entities",
                      body={"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}),
     }
@@ -253,8 +253,7 @@ def _paths() -> dict[str, Any]:
         "get": _op("System control table (scheduler policy, global statistics) and global statistics",
                    {"200": _json({"type": "object"}, "system")}, tag="system"),
         "patch": _op("Write system knobs", {"200": _json({"type": "object"}, "after the write"),
-                                            "400": _err("refused write"), "404": _err("unknown attribute"),
-                                            "501": _err("not available yet")},
+                                            "400": _err("refused write"), "404": _err("unknown attribute")},
                      mutating=True, tag="system",
                      body={"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}),
     }

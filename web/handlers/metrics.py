@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from dsms.runtime import Runtime, held_tuples
+from dsms.runtime import Runtime
 from web.handlers.common import runtime
 
 
@@ -42,8 +42,8 @@ def render(rt: Runtime) -> str:
     """The whole exposition, from the runtime's counters and the engine's public statistics."""
     o = _Out()
     eng = rt.engine
-    inputs = sorted(set(rt.counters) | set(eng.sources))
-    per = {k: rt.counters[k] for k in inputs}
+    inputs = sorted(set(rt.input.counters) | set(eng.sources))
+    per = {k: rt.input.counters[k] for k in inputs}
     o.metric("dsms_ingest_elements_total", "counter", "Input elements accepted, per stream or relation.",
              (({"input": k}, int(c["elements"])) for k, c in per.items()))
     o.metric("dsms_ingest_requests_total", "counter", "Input requests (HTTP and MQTT), per input.",
@@ -55,9 +55,9 @@ def render(rt: Runtime) -> str:
     o.metric("dsms_heartbeats_total", "counter", "Heartbeats that advanced an input.",
              (({"input": k}, int(c["heartbeats"])) for k, c in per.items()))
     o.metric("dsms_ingest_rate", "gauge", "Input elements per second, smoothed over the last seconds.",
-             (({"input": k}, rt.rates.get(k, 0.0)) for k in inputs))
+             (({"input": k}, rt.input.rates.get(k, 0.0)) for k in inputs))
     o.metric("dsms_input_backlog_tuples", "gauge", "Input tuples not yet consumed by the engine, per input.",
-             (({"input": k}, held_tuples(s.queue)) for k, s in sorted(eng.sources.items())))
+             (({"input": k.lower()}, n) for k, n in sorted(eng.input_backlog().items())))
     o.metric("dsms_queue_bytes", "gauge", "Bytes held in all engine queues.",
              [({}, sum(int(q.bytes) for q in eng.queues))])
     o.metric("dsms_queue_tuples", "gauge", "Tuples held in all engine queues.",
@@ -76,11 +76,11 @@ def render(rt: Runtime) -> str:
     o.metric("dsms_errors_total", "counter", "Errors by kind (http_<status>, bad_input, overloaded, archive, ...).",
              (({"kind": k}, v) for k, v in sorted(rt.errors.items())))
     o.metric("dsms_punctuations_ignored_total", "counter", "Punctuations received (accepted, not yet used).",
-             [({}, rt.punctuations)])
-    o.metric("dsms_engine_slices_total", "counter", "Engine time slices run.", [({}, rt.slices)])
-    o.metric("dsms_engine_steps_total", "counter", "Operator runs done by the engine.", [({}, rt.steps_total)])
-    o.metric("dsms_engine_slice_seconds_total", "counter", "Time spent in engine slices.", [({}, rt.slice_seconds)])
-    o.metric("dsms_engine_slice_seconds_max", "gauge", "Longest engine slice so far.", [({}, rt.slice_max)])
+             [({}, rt.input.punctuations)])
+    o.metric("dsms_engine_slices_total", "counter", "Engine time slices run.", [({}, rt.pump.slices)])
+    o.metric("dsms_engine_steps_total", "counter", "Operator runs done by the engine.", [({}, rt.pump.steps_total)])
+    o.metric("dsms_engine_slice_seconds_total", "counter", "Time spent in engine slices.", [({}, rt.pump.slice_seconds)])
+    o.metric("dsms_engine_slice_seconds_max", "gauge", "Longest engine slice so far.", [({}, rt.pump.slice_max)])
     o.metric("dsms_catalog_objects", "gauge", "Registered streams, relations and queries.",
              [({"kind": "stream"}, len(eng.streams())), ({"kind": "relation"}, len(eng.relations())),
               ({"kind": "query"}, len(eng.queries()))])
