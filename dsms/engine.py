@@ -19,7 +19,6 @@ from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import ConflictError, CQLError, InputError, SchemaError
-from dsms.expr.compile import numpy_dtype
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -30,7 +29,7 @@ from dsms.plan.rules import optimize
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.validate import TS_LIMIT, check_timestamps, timestamp, typed_columns
+from dsms.types import check_timestamps, numpy_dtype, to_ticks, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -668,12 +667,10 @@ class Engine:
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element or update with a timestamp below ``ts`` will arrive (on ``name``, or on every input)."""
-        ts = timestamp(ts)
-        if not isinstance(ts, int | np.integer) or isinstance(ts, bool):
-            raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
-        ts = int(ts)
-        if abs(ts) > TS_LIMIT:
-            raise InputError(f"heartbeat {ts} is out of range (|ts| <= 2**62 ticks)")
+        try:
+            ts = to_ticks(ts)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"heartbeat: {e}") from None
         targets = [self._any_source(name)] if name is not None else list(self.sources.values())
         for src in targets:
             if src.frontier is None or ts > src.frontier:

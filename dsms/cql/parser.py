@@ -27,6 +27,7 @@ from lark.lexer import PatternStr
 
 from dsms.cql import ast
 from dsms.errors import CQLError
+from dsms.types import INT64_MAX
 
 __all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS",
            "COLUMN_TYPES"]
@@ -54,7 +55,6 @@ SCALAR_FUNCTIONS: dict[str, int] = {"LOWER": 1, "UPPER": 1, "LENGTH": 1, "ABS": 
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 MQTT_FORMATS = frozenset({"JSON", "MSGPACK"})
 
-_INT64_MAX = 2**63 - 1
 
 # Words that may never be used as a name, even where lark's contextual lexer would read them as one. Without
 # this, `SELECT FROM S` would read FROM as a column and S as its alias, and the error would come too late.
@@ -363,8 +363,8 @@ def _string_value(token: Token) -> str:
 
 def _int_value(token: Token) -> int:
     value = int(token.value)
-    if value > _INT64_MAX:
-        raise _err(f"integer {token.value} is out of range (at most {_INT64_MAX})", token)
+    if value > INT64_MAX:
+        raise _err(f"integer {token.value} is out of range (at most {INT64_MAX})", token)
     return value
 
 
@@ -618,7 +618,7 @@ class _ToAst(Transformer_NonRecursive):
         if ticks != ticks.to_integral_value():
             raise _err(f"{number.value}{' ' + unit[0].value if unit else ''} is not a whole number of "
                        "milliseconds", number)
-        if ticks > _INT64_MAX:
+        if ticks > INT64_MAX:
             raise _err(f"duration {number.value} is out of range", number)
         return int(ticks)
 

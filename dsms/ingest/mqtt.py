@@ -29,7 +29,6 @@ import datetime as _dt
 import hashlib
 import json
 import logging
-import math
 import random
 import re
 import ssl
@@ -46,6 +45,7 @@ import msgpack
 
 from dsms.cql.ast import MqttSource
 from dsms.errors import InputError
+from dsms.types import to_ticks
 
 log = logging.getLogger("dsms.ingest.mqtt")
 
@@ -203,32 +203,12 @@ def _type_name(v: Any) -> str:
 
 
 def parse_timestamp(value: Any) -> int:
-    """A TIMESTAMP field's value as milliseconds since the epoch: an integer (or an integral float, as some
-    JSON encoders write large integers), an ISO 8601 string (a time without a zone is UTC; sub-millisecond
-    digits are truncated toward the past), or a msgpack Timestamp. Raises Malformed otherwise."""
-    if isinstance(value, bool):
-        raise Malformed(f"timestamp {value!r} is a boolean, not a time")
-    if isinstance(value, int):
-        ms = value
-    elif isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            raise Malformed(f"timestamp {value!r} is not a whole number of milliseconds")
-        ms = int(value)
-    elif isinstance(value, str):
-        try:
-            t = _dt.datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise Malformed(f"timestamp {value!r} is not an ISO 8601 date-time") from None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=_dt.UTC)
-        ms = (t - _EPOCH) // _MS
-    elif isinstance(value, msgpack.Timestamp):
-        ms = value.to_unix_nano() // 1_000_000
-    else:
-        raise Malformed(f"timestamp {value!r} is {_type_name(value)}, not an integer or an ISO 8601 string")
-    if not INT64_MIN <= ms <= INT64_MAX:
-        raise Malformed(f"timestamp {value!r} is out of the int64 range")
-    return ms
+    """A TIMESTAMP field's value as milliseconds since the epoch, by the rules of ``dsms.types.to_ticks``
+    (integers, whole floats, ISO 8601 strings, msgpack Timestamps); Malformed saying why otherwise."""
+    try:
+        return to_ticks(value)
+    except (TypeError, ValueError) as e:
+        raise Malformed(str(e)) from None
 
 
 def _json_default(v: Any) -> Any:

@@ -26,7 +26,7 @@ from dsms.formats import ENCODERS, decode_input
 from dsms.formats import msgpack_codec as mc
 from dsms.formats.json_codec import dumps, rows_text
 from dsms.runtime import QueryResults, ResultChunk, Runtime
-from dsms.validate import typed_columns
+from dsms.types import typed_columns
 
 # ---------------------------------------------------------------- msgpack columnar fast path
 
