@@ -681,6 +681,10 @@ class Engine:
         """What input ``name`` has passed: no element below it may arrive (None before anything did)."""
         return self._any_source(name).frontier
 
+    def relation_size(self, name: str) -> int:
+        """Rows a base relation holds now (copies counted)."""
+        return sum(len(times) for times in self._source(name, "relation").contents.values())
+
     def input_backlog(self) -> dict[str, int]:
         """Tuples each input's queue holds (pushed, not yet read by every operator reading it), by name."""
         return {s.obj.name: int(s.queue.tuples) for s in self.sources.values()}

@@ -19,6 +19,9 @@ class EngineSystem(SystemEntity):
     queries = Stat(int, compute="_queries", doc="registered queries")
     operators = Stat(int, compute="_operators", doc="operators in the shared plan")
     queue_bytes = Stat(int, compute="_queue_bytes", unit="bytes", doc="bytes held by all queues")
+    queue_tuples = Stat(int, compute="_queue_tuples", unit="tuples", doc="tuples held by all queues")
+    queue_peak_bytes = Stat(int, compute="_queue_peak_bytes", unit="bytes",
+                            doc="largest bytes any single queue has held")
     tuples_in = Stat(int, compute="_tuples_in", unit="tuples", doc="input elements accepted")
     application_time = Stat(int | None, compute="_now", unit="ticks",
                             doc="largest input frontier (what the change history stamps writes with)")
@@ -34,6 +37,12 @@ class EngineSystem(SystemEntity):
 
     def _queue_bytes(self) -> int:
         return sum(q.bytes for q in self._engine.queues)
+
+    def _queue_tuples(self) -> int:
+        return sum(q.tuples for q in self._engine.queues)
+
+    def _queue_peak_bytes(self) -> int:
+        return max((q.peak_bytes for q in self._engine.queues), default=0)
 
     def _tuples_in(self) -> int:
         return sum(s.elements_in for s in self._engine.sources.values())

@@ -20,8 +20,10 @@ from aiohttp import web
 from control_tables.errors import ControlTableError, NoSuchAttributeError, NoSuchEntityError
 from dsms.archive import ArchiveValueError
 from dsms.errors import CQLError, InputError, SchemaError
-from dsms.formats import UnsupportedMediaType
+from dsms.formats import UnsupportedMediaType, jsonable
 from dsms.runtime import Conflict, LimitExceeded, NotFound, Overloaded, RuntimeFailure
+from web.describe import describe_result
+from web.keys import CONFIG, RUNTIME
 
 log = logging.getLogger("dsms.web")
 
@@ -38,10 +40,9 @@ def json_error(status: int, error: str, detail: str, headers: dict[str, str] | N
 
 
 def _count(request: web.Request, kind: str) -> None:
-    from web.app import RUNTIME
     rt = request.app.get(RUNTIME)
     if rt is not None:
-        rt.errors[f"http_{kind}"] += 1
+        rt.count_error(f"http_{kind}")
 
 
 def error_response(exc: BaseException) -> web.Response:
@@ -83,14 +84,12 @@ def _partial(exc: BaseException) -> dict[str, Any]:
     """For a multi-statement request: which statement failed and what the ones before it created."""
     if getattr(exc, "statement", None) is None:
         return {}
-    from web.handlers.common import describe_result
     return {"statement": exc.statement, "done": [describe_result(r) for r in getattr(exc, "done", [])]}
 
 
 def _ct_extra(exc: ControlTableError) -> dict[str, Any]:
     d = exc.to_dict()
     d.pop("error", None)
-    from dsms.formats import jsonable
     return {k: jsonable(v) if isinstance(v, int | float | str | bool | type(None)) else repr(v) for k, v in d.items()}
 
 
@@ -125,7 +124,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 @web.middleware
 async def size_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Refuse a declared Content-Length over the limit before reading a byte of the body."""
-    from web.app import CONFIG
     limit = request.app[CONFIG].get("limits.request_bytes")
     if request.content_length is not None and request.content_length > limit:
         return json_error(413, "request entity too large",
@@ -152,7 +150,6 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     and never logged or echoed."""
     if request.method not in MUTATING:
         return await handler(request)
-    from web.app import CONFIG
     cfg = request.app[CONFIG]
     token = cfg.token
     if token is None:

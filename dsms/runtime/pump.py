@@ -87,5 +87,5 @@ class EnginePump:
 
     def stats(self) -> dict[str, Any]:
         return {"slices": self.slices, "steps": self.steps_total, "steps_per_slice": self.steps,
-                "slice_ms_max": round(self.slice_max * 1000, 3),
+                "slice_ms_max": round(self.slice_max * 1000, 3), "slice_seconds_total": self.slice_seconds,
                 "slice_ms_mean": round(self.slice_seconds * 1000 / max(self.slices, 1), 3)}

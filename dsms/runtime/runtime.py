@@ -180,10 +180,17 @@ class Runtime:
 
     # ------------------------------------------------------------ statements
 
-    def execute(self, text: str) -> list[Any]:
+    STATEMENT_KINDS = {ast.RegisterStream: "stream", ast.RegisterRelation: "relation", ast.RegisterQuery: "query",
+                       ast.QueryStatement: "query", ast.RegisterView: "view", ast.Drop: "drop"}
+
+    def execute(self, text: str, expect: Sequence[str] | None = None) -> list[Any]:
         """Run CQL statements one by one, logging each that succeeds. Returns the engine's result of each.
         On an error, the statements before it stay applied; the exception carries ``done`` (their results)
-        and ``statement`` (the 0-based index of the failing one)."""
+        and ``statement`` (the 0-based index of the failing one).
+
+        ``expect`` (kinds among ``stream``, ``relation``, ``query``, ``view``, ``drop``): the text must be
+        exactly one statement of one of these kinds, else InputError before anything runs (an endpoint that
+        registers one kind of object uses it, so CQL is parsed once, here)."""
         if not isinstance(text, str):
             raise CQLError("a statement must be a string")
         if len(text) > self.statement_chars:
@@ -192,6 +199,13 @@ class Runtime:
         stmts = parse(text)
         if not stmts:
             raise CQLError("no statement to run")
+        if expect is not None:
+            got = [self.STATEMENT_KINDS.get(type(s), type(s).__name__) for s in stmts]
+            if len(got) != 1 or got[0] not in expect:
+                what = " or ".join("query (SELECT ... or REGISTER QUERY ...)" if k == "query" else
+                                   f"{k.upper()} statement" if k == "drop" else f"REGISTER {k.upper()} ..."
+                                   for k in expect)
+                raise InputError(f"expected exactly one {what}; got {len(got)} statement(s): {', '.join(got)}")
         pieces = split_statements(text, stmts)
         done: list[Any] = []
         for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
@@ -202,17 +216,6 @@ class Runtime:
                 e.statement = k             # type: ignore[attr-defined]
                 raise
         return done
-
-    def statement_kinds(self, text: str) -> list[str]:
-        """What each statement of ``text`` is, without running it: ``stream``, ``relation``, ``query``,
-        ``view`` or ``drop`` (CQLError when it does not parse), so a caller can refuse a statement of the
-        wrong kind before anything changes."""
-        if isinstance(text, str) and len(text) > self.statement_chars:
-            raise LimitExceeded(f"statement text is {len(text)} characters; the limit is "
-                                f"{self.statement_chars} (limits.statement_chars)", status=413)
-        kinds = {ast.RegisterStream: "stream", ast.RegisterRelation: "relation", ast.RegisterQuery: "query",
-                 ast.QueryStatement: "query", ast.RegisterView: "view", ast.Drop: "drop"}
-        return [kinds.get(type(s), type(s).__name__) for s in parse(text)]
 
     def _execute_one(self, stmt: Any, text: str) -> Any:
         creates_query = isinstance(stmt, ast.RegisterQuery | ast.RegisterView | ast.QueryStatement)
@@ -287,6 +290,18 @@ class Runtime:
             return False
 
     # ------------------------------------------------------------ catalog reads
+
+    def streams(self) -> list[Any]:
+        """The registered streams (definitions: ``name``, ``columns``, ``source``)."""
+        return self.engine.streams()
+
+    def relations(self) -> list[Any]:
+        """The registered relations (definitions: ``name``, ``columns``)."""
+        return self.engine.relations()
+
+    def used_by(self, name: str) -> list[str]:
+        """The queries and views (by name, else id) that read the stream, relation or view ``name``."""
+        return self.engine.catalog.dependents(name)
 
     def query(self, name_or_id: str) -> Query:
         try:
@@ -378,6 +393,12 @@ class Runtime:
         q = self.query(query)
         return self.states[q.id].subscribe(buffer or self.subscriber_buffer, from_ts)
 
+    def close_readers(self, reason: str) -> None:
+        """End every result stream (the server is stopping: the HTTP server can then close them)."""
+        for st in self.states.values():
+            for sub in list(st.subscribers):
+                sub.close(reason)
+
     def unsubscribe(self, sub: Subscriber) -> None:
         st = self.states.get(sub.query_id)
         if st is not None:
@@ -426,6 +447,9 @@ class Runtime:
         return self.system()
 
     # ------------------------------------------------------------ statistics (the read API of docs/server.md)
+    # What the web layer (handlers, GUI, metrics) reads, so it needs no engine or runtime internals:
+    # streams(), relations(), queries(), query(), source(), used_by(), source_stats(), query_stats(),
+    # runtime_stats(), system(), entities(), entity(), entity_history(), explain(), mqtt_stats().
 
     def source_stats(self, name: str) -> dict[str, Any]:
         """Ingest statistics of one stream or relation: elements, requests, bytes, refusals, heartbeats,
@@ -439,6 +463,8 @@ class Runtime:
                "frontier": eng.frontier(name) if exists else None,
                "backlog": next((v for k, v in eng.input_backlog().items() if k.lower() == key), 0),
                "rate_per_s": round(self.input.rates.get(key, 0.0), 1)}
+        if exists and any(r.name.lower() == key for r in eng.relations()):
+            out["size"] = eng.relation_size(name)
         if key in self.mqtt.sources:
             out["mqtt"] = dict(self.mqtt.sources[key].stats)
         return out
@@ -448,6 +474,10 @@ class Runtime:
         readers, last result and heartbeat timestamps; {} for an unknown id."""
         st = self.states.get(qid)
         return {} if st is None else st.stats()
+
+    def count_error(self, kind: str) -> None:
+        """Count one error of ``kind`` (``http_404``, ...) in ``runtime.errors`` and the metrics."""
+        self.errors[kind] += 1
 
     def mqtt_stats(self) -> dict[str, dict]:
         """The statistics of every MQTT ingest adapter, by stream."""
