@@ -1,4 +1,4 @@
-"""MQTT input and output: streams fed from a broker, query results published to one.
+"""The MQTT source: a stream fed from a broker topic (``REGISTER STREAM ... FROM MQTT``).
 
 Source: SPEC section 1 ("input arrives over HTTP and MQTT"), section 4 (``REGISTER STREAM ... FROM MQTT 'topic'
 FORMAT JSON|MSGPACK [TIMESTAMP field]`` and ``PUBLISH TO MQTT 'topic'``), section 6 (the JSON and msgpack element
@@ -29,47 +29,24 @@ import datetime as _dt
 import hashlib
 import json
 import logging
-import random
 import re
-import ssl
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
-from urllib.parse import unquote, urlsplit
 
 import aiomqtt
-import msgpack
 
 from dsms.cql.ast import MqttSource
 from dsms.errors import InputError
-from dsms.types import to_ticks
+from dsms.ingest.mqtt.connection import Client, Link, describe, keep_connected
+from dsms.ingest.mqtt.payloads import Malformed, decode_payload, json_default, parse_timestamp
+from dsms.ingest.mqtt.url import client_kwargs, parse_mqtt_url
 
 log = logging.getLogger("dsms.ingest.mqtt")
 
-__all__ = [
-    "MqttIngest",
-    "MqttPublisher",
-    "MqttUrl",
-    "Malformed",
-    "Sink",
-    "decode_payload",
-    "encode_element",
-    "parse_mqtt_url",
-    "parse_timestamp",
-]
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-BACKOFF_START = 0.1          # seconds; the first retry after a failed or lost connection
-BACKOFF_CAP = 5.0            # seconds; a broker that is down for long is still retried every few seconds
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_MS = _dt.timedelta(milliseconds=1)
 _ELEMENT_PREFIX = re.compile(r"^element \d+: ")     # InputError's own position, which is the batch's, not ours
-
-
-# ---------------------------------------------------------------------------------------------- the sink
 
 
 class Sink(Protocol):
@@ -80,73 +57,6 @@ class Sink(Protocol):
     async def ingest(self, stream: str, rows: list[dict], ts: list[int]) -> int: ...
 
 
-# ---------------------------------------------------------------------------------------------- URLs
-
-
-@dataclass(frozen=True)
-class MqttUrl:
-    """A parsed broker address. ``tls`` is set by the ``mqtts://`` / ``ssl://`` schemes."""
-
-    host: str
-    port: int
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)   # never shown in logs or reprs
-    tls: bool = False
-
-
-_SCHEMES = {"mqtt": (1883, False), "tcp": (1883, False), "mqtts": (8883, True), "ssl": (8883, True)}
-
-
-def parse_mqtt_url(url: str) -> MqttUrl:
-    """``mqtt://[user[:pass]@]host[:port]`` (also ``tcp://``; ``mqtts://`` and ``ssl://`` for TLS, default port
-    8883). Raises ValueError with what is wrong, so that a bad ``--mqtt-url`` is refused at start, not retried
-    forever."""
-    if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"bad MQTT URL {url!r}: expected mqtt://host[:port] (or tcp://, mqtts://)")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in _SCHEMES:
-        raise ValueError(f"bad MQTT URL {url!r}: unknown scheme {parts.scheme!r} "
-                         f"(expected one of {', '.join(sorted(_SCHEMES))})")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError(f"bad MQTT URL {url!r}: a broker URL has no path, query or fragment")
-    if not parts.hostname:
-        raise ValueError(f"bad MQTT URL {url!r}: no host")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"bad MQTT URL {url!r}: the port is not a number in 1..65535") from None
-    default_port, tls = _SCHEMES[scheme]
-    return MqttUrl(parts.hostname, port or default_port,
-                   unquote(parts.username) if parts.username is not None else None,
-                   unquote(parts.password) if parts.password is not None else None, tls)
-
-
-def _client_kwargs(u: MqttUrl) -> dict[str, Any]:
-    kw: dict[str, Any] = {"hostname": u.host, "port": u.port}
-    if u.username is not None:
-        kw["username"] = u.username
-        kw["password"] = u.password
-    if u.tls:
-        kw["tls_context"] = ssl.create_default_context()
-    return kw
-
-
-def _backoff(attempt: int) -> float:
-    """Exponential backoff with jitter: 0.1 s, 0.2 s, ... capped at 5 s, each scaled by a random factor in
-    [0.5, 1) so that many clients dropped by one broker restart do not all come back in the same instant."""
-    return min(BACKOFF_CAP, BACKOFF_START * (2 ** min(attempt, 16))) * random.uniform(0.5, 1.0)
-
-
-def _describe(e: BaseException) -> str:
-    """An error and its cause: aiomqtt's "Disconnected during message iteration" says nothing without the
-    paho error behind it ("The connection was lost", "Connection refused")."""
-    text = f"{type(e).__name__}: {e}"
-    if e.__cause__ is not None and str(e.__cause__):
-        text += f" ({type(e.__cause__).__name__}: {e.__cause__})"
-    return text
-
-
 def _wall_iso() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
@@ -154,77 +64,6 @@ def _wall_iso() -> str:
 def _default_clock() -> int:
     """Arrival time in milliseconds since the epoch (SPEC section 3: one tick is a millisecond)."""
     return time.time_ns() // 1_000_000
-
-
-# ---------------------------------------------------------------------------------------------- payloads
-
-
-class Malformed(ValueError):
-    """A payload (or one element of it) that cannot become a row: the reason goes to the dead-letter file."""
-
-
-def decode_payload(payload: bytes, fmt: str) -> list[Any]:
-    """Decode one message into its elements: FORMAT JSON is one JSON object or an array of objects, FORMAT
-    MSGPACK a map or an array of maps. Raises Malformed saying why (the element's position when one is not an
-    object)."""
-    fmt = fmt.upper()
-    if fmt == "JSON":
-        try:
-            # JSON exchanged between systems is UTF-8 (RFC 8259 section 8.1); json.loads(bytes) would also
-            # guess UTF-16/32, which turns binary garbage into confusing errors.
-            text = payload.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise Malformed(f"not UTF-8 text, so not JSON: {e.reason} at byte {e.start}") from None
-        try:
-            obj = json.loads(text)
-        except ValueError as e:
-            raise Malformed(f"not JSON: {e}") from None
-    elif fmt == "MSGPACK":
-        try:
-            obj = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-        except Exception as e:  # noqa: BLE001 - msgpack raises several unrelated types for bad input
-            raise Malformed(f"not msgpack: {type(e).__name__}: {e}") from None
-    else:
-        raise ValueError(f"unknown MQTT payload format {fmt!r}; expected JSON or MSGPACK")
-    what = "an object" if fmt == "JSON" else "a map"
-    if isinstance(obj, Mapping):
-        return [obj]
-    if isinstance(obj, list):
-        for k, item in enumerate(obj):
-            if not isinstance(item, Mapping):
-                raise Malformed(f"element {k}: expected {what}, got {_type_name(item)}")
-        return obj
-    raise Malformed(f"expected {what} or an array of them, got {_type_name(obj)}")
-
-
-def _type_name(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number", type(None): "null", bytes: "binary data"}.get(type(v), type(v).__name__)
-
-
-def parse_timestamp(value: Any) -> int:
-    """A TIMESTAMP field's value as milliseconds since the epoch, by the rules of ``dsms.types.to_ticks``
-    (integers, whole floats, ISO 8601 strings, msgpack Timestamps); Malformed saying why otherwise."""
-    try:
-        return to_ticks(value)
-    except (TypeError, ValueError) as e:
-        raise Malformed(str(e)) from None
-
-
-def _json_default(v: Any) -> Any:
-    """Make numpy scalars, bytes and msgpack timestamps JSON-able (results come out of numpy columns)."""
-    if hasattr(v, "item") and callable(v.item):      # numpy scalars
-        return v.item()
-    if isinstance(v, bytes | bytearray):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, msgpack.Timestamp):
-        return v.to_unix_nano() // 1_000_000
-    if isinstance(v, _dt.datetime):
-        return v.isoformat()
-    return repr(v)
-
-
-# ---------------------------------------------------------------------------------------------- dead letters
 
 
 class _DeadLetters:
@@ -276,17 +115,6 @@ class _DeadLetters:
 # ---------------------------------------------------------------------------------------------- aiomqtt glue
 
 
-class _Client(aiomqtt.Client):
-    """aiomqtt's client, also remembering CONNACK's session-present flag: it is the one signal the source has
-    that the broker lost its session (and with it any QoS 1 messages queued while we were away)."""
-
-    session_present: bool | None = None
-
-    def _on_connect(self, client, userdata, flags, reason_code, properties=None):  # type: ignore[override]
-        self.session_present = getattr(flags, "session_present", None)
-        super()._on_connect(client, userdata, flags, reason_code, properties)
-
-
 def _forwarding_queue(deliver: Callable[[aiomqtt.Message], None]) -> type[asyncio.Queue]:
     """A queue type for aiomqtt's ``queue_type`` hook whose ``put_nowait`` hands each message to ``deliver``.
 
@@ -316,9 +144,6 @@ class _Decoded:
     rows: list[dict]
     ts: list[int]
     raw: list[Any]                # the original elements, for per-element dead letters
-
-
-# ---------------------------------------------------------------------------------------------- ingest
 
 
 class MqttIngest:
@@ -361,15 +186,13 @@ class MqttIngest:
         self._consumer: asyncio.Task | None = None
         self._stop = asyncio.Event()
         self._first_attempt = asyncio.Event()
-        self._client: _Client | None = None
+        self._client: Client | None = None
         self._down_since: float | None = None     # monotonic; set when a live connection is lost
         self._n = {"received": 0, "accepted": 0, "malformed": 0, "late": 0, "dropped": 0, "ignored": 0,
-                   "retained_skipped": 0, "sink_errors": 0, "connects": 0, "reconnects": 0,
-                   "failed_attempts": 0, "session_lost": 0}
-        self._connected = False
+                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0}
+        self._link = Link()
         self._session_present: bool | None = None
         self._down_total = 0.0
-        self._last_error: str | None = None
 
     @staticmethod
     def default_client_id(stream_name: str, topic: str) -> str:
@@ -393,10 +216,11 @@ class MqttIngest:
         down = self._down_total
         if self._down_since is not None:
             down += time.monotonic() - self._down_since
-        return {**self._n, "connected": self._connected, "session_present": self._session_present,
+        n = {**self._n, **self._link.counters}
+        return {**n, "connected": self._link.connected, "session_present": self._session_present,
                 "disconnected_seconds": round(down, 3),
                 "pending": self._pending.qsize() if self._pending is not None else 0,
-                "dead_lettered": self._dead.lines, "last_error": self._last_error,
+                "dead_lettered": self._dead.lines, "last_error": self._link.last_error,
                 "client_id": self.client_id, "topic": self.source.topic}
 
     async def start(self) -> None:
@@ -423,7 +247,7 @@ class MqttIngest:
         if self._conn_task is None:
             return
         self._stop.set()
-        if discard_session and self._client is not None and self._connected:
+        if discard_session and self._client is not None and self._link.connected:
             with contextlib.suppress(Exception):
                 await self._client.unsubscribe(self.source.topic, timeout=2)
         self._conn_task.cancel()
@@ -469,64 +293,42 @@ class MqttIngest:
             self._n["dropped"] += 1
 
     async def _run(self) -> None:
-        attempt = 0
-        ever = False
-        while not self._stop.is_set():
-            client = _Client(**_client_kwargs(self.url), identifier=self.client_id, clean_session=False,
-                             keepalive=self.keepalive, timeout=10,
-                             queue_type=_forwarding_queue(self._deliver))
-            lost = False
-            try:
-                async with client:
-                    self._client = client
-                    self._connected = True
-                    self._session_present = client.session_present
-                    self._n["connects"] += 1
-                    if ever:
-                        self._n["reconnects"] += 1
-                        if client.session_present is False:
-                            self._n["session_lost"] += 1
-                    if self._down_since is not None:
-                        self._down_total += time.monotonic() - self._down_since
-                        self._down_since = None
-                    ever = True
-                    lost = True
-                    # Subscribe on every connection: after a broker restart without persistence the session,
-                    # and with it the subscription, is gone.
-                    granted = await client.subscribe(self.source.topic, qos=1)
-                    if any(int(getattr(g, "value", g)) >= 0x80 for g in granted):
-                        raise aiomqtt.MqttError(f"the broker refused the subscription to "
-                                                f"{self.source.topic!r}: {granted}")
-                    self._first_attempt.set()
-                    attempt = 0
-                    log.info("MQTT ingest of %s subscribed to %r at %s:%d (connection %d)", self.stream_name,
-                             self.source.topic, self.url.host, self.url.port, self._n["connects"])
-                    if self._n["reconnects"] and client.session_present is False:
-                        log.warning("MQTT ingest of %s: the broker no longer had this source's session; messages "
-                                    "published while it was disconnected are lost", self.stream_name)
-                    async for _ in client.messages:     # ends only with the connection, see _forwarding_queue
-                        pass
-            except asyncio.CancelledError:
-                self._connected = False
-                raise
-            except Exception as e:  # noqa: BLE001 - any failure means: wait, then connect again
-                self._last_error = _describe(e)
-                if not lost:
-                    self._n["failed_attempts"] += 1
-                # The first failure in a row is worth a warning; a broker down for hours is not worth one
-                # every five seconds (stats["failed_attempts"] keeps counting).
-                log.log(logging.WARNING if attempt == 0 else logging.DEBUG, "MQTT ingest of %s: %s",
-                        self.stream_name, self._last_error)
-            finally:
-                self._client = None
-            if self._connected:
-                self._connected = False
-            if lost and self._down_since is None:
-                self._down_since = time.monotonic()
-            self._first_attempt.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), _backoff(attempt))
-            attempt += 1
+        await keep_connected(self._client_for_attempt, self._session, link=self._link, stop=self._stop,
+                             first_attempt=self._first_attempt, what=f"MQTT ingest of {self.stream_name}",
+                             after=self._after_attempt)
+
+    def _client_for_attempt(self) -> Client:
+        return Client(**client_kwargs(self.url), identifier=self.client_id, clean_session=False,
+                      keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver))
+
+    async def _session(self, client: Client, reconnected: bool, ready: Callable[[], None]) -> None:
+        self._client = client
+        try:
+            self._session_present = client.session_present
+            if reconnected and client.session_present is False:
+                self._n["session_lost"] += 1
+            if self._down_since is not None:
+                self._down_total += time.monotonic() - self._down_since
+                self._down_since = None
+            # Subscribe on every connection: after a broker restart without persistence the session, and with
+            # it the subscription, is gone.
+            granted = await client.subscribe(self.source.topic, qos=1)
+            if any(int(getattr(g, "value", g)) >= 0x80 for g in granted):
+                raise aiomqtt.MqttError(f"the broker refused the subscription to {self.source.topic!r}: {granted}")
+            ready()
+            log.info("MQTT ingest of %s subscribed to %r at %s:%d (connection %d)", self.stream_name,
+                     self.source.topic, self.url.host, self.url.port, self._link.counters["connects"])
+            if reconnected and client.session_present is False:
+                log.warning("MQTT ingest of %s: the broker no longer had this source's session; messages "
+                            "published while it was disconnected are lost", self.stream_name)
+            async for _ in client.messages:     # ends only with the connection, see _forwarding_queue
+                pass
+        finally:
+            self._client = None
+
+    def _after_attempt(self, was_connected: bool) -> None:
+        if was_connected and self._down_since is None:
+            self._down_since = time.monotonic()
 
     # ------------------------------------------------------------------ consumer
 
@@ -548,7 +350,7 @@ class MqttIngest:
                 try:
                     await self._process(chunk)
                 except Exception as e:  # noqa: BLE001 - the consumer must outlive any one bad chunk
-                    self._last_error = _describe(e)
+                    self._link.last_error = describe(e)
                     log.exception("MQTT ingest of %s: unexpected error", self.stream_name)
             if done:
                 return
@@ -595,7 +397,7 @@ class MqttIngest:
 
     def _late(self, d: _Decoded, k: int, frontier: int) -> None:
         self._n["late"] += 1
-        text = json.dumps(d.raw[k], default=_json_default, ensure_ascii=False)
+        text = json.dumps(d.raw[k], default=json_default, ensure_ascii=False)
         self._dead.write(d.msg.topic, f"late: timestamp {d.ts[k]} is below {frontier}, which the stream has "
                                       f"already accepted", text, index=k)
 
@@ -650,8 +452,8 @@ class MqttIngest:
                     continue
                 except Exception as e:  # noqa: BLE001 - a broken sink must not kill the source
                     self._n["sink_errors"] += 1
-                    self._last_error = f"sink: {type(e).__name__}: {e}"
-                    log.error("MQTT ingest of %s: the sink failed: %s", self.stream_name, self._last_error)
+                    self._link.last_error = f"sink: {type(e).__name__}: {e}"
+                    log.error("MQTT ingest of %s: the sink failed: %s", self.stream_name, self._link.last_error)
                     for d in pending:
                         self._dead.write(d.msg.topic, f"sink error: {type(e).__name__}: {e}", d.msg.payload)
                     return
@@ -660,177 +462,3 @@ class MqttIngest:
             for i, k, f in late:
                 self._late(pending[i], k, f)
             return
-
-
-# ---------------------------------------------------------------------------------------------- publisher
-
-
-def encode_element(element: Any) -> bytes:
-    """One result element as SPEC section 6 JSON: ``{"ts": 7, "sign": 1, "row": {...}}`` (plus ``approx`` when
-    the element has it). Takes a mapping in that shape or a ``dsms.Element``."""
-    if isinstance(element, Mapping):
-        if "row" not in element or "ts" not in element:
-            raise TypeError(f"an element needs 'ts' and 'row': {element!r}")
-        obj = {"ts": element["ts"], "sign": element.get("sign", 1), "row": element["row"]}
-        if "approx" in element:
-            obj["approx"] = element["approx"]
-    elif all(hasattr(element, a) for a in ("ts", "sign", "row")):
-        obj = {"ts": element.ts, "sign": element.sign, "row": element.row}
-        if getattr(element, "approx", None) is not None:
-            obj["approx"] = element.approx
-    else:
-        raise TypeError(f"cannot publish {element!r}: expected a mapping with ts/sign/row or an Element")
-    return json.dumps(obj, default=_json_default, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-class MqttPublisher:
-    """Publishes a query's results to a topic (``PUBLISH TO MQTT 'topic'``), one message per element, QoS 1.
-
-    ``publish`` only appends to a bounded buffer and returns: the engine never waits for the network. A sender
-    task empties the buffer whenever connected and reconnects with backoff when the broker goes away. Elements
-    that do not fit in the buffer (``max_buffer``) are dropped and counted. Delivery to the broker is at least
-    once: a message whose PUBACK was lost with the connection is sent again after reconnecting.
-    """
-
-    def __init__(self, url: str, topic: str, *, client_id: str | None = None, max_buffer: int = 10_000,
-                 keepalive: int = 15, window: int = 64, publish_timeout: float = 10.0,
-                 retain: bool = False) -> None:
-        if not topic or "+" in topic or "#" in topic:
-            raise ValueError(f"cannot publish to {topic!r}: a topic to publish to has no wildcards")
-        self.url = parse_mqtt_url(url)
-        self.topic = topic
-        self.client_id = client_id or ""          # empty: the broker never keeps a session for us
-        self.max_buffer = max_buffer
-        self.keepalive = keepalive
-        self.window = window
-        self.publish_timeout = publish_timeout
-        self.retain = retain
-        self._buf: deque[bytes] = deque()
-        self._wake = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._first_attempt = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._n = {"published": 0, "dropped": 0, "connects": 0, "reconnects": 0, "failed_attempts": 0}
-        self._connected = False
-        self._last_error: str | None = None
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        """``published`` (PUBACKed by the broker), ``dropped`` (buffer full, or unsent at stop), ``buffered``,
-        ``connects``, ``reconnects``, ``failed_attempts``,
-        ``connected``, ``last_error``."""
-        return {**self._n, "buffered": len(self._buf), "connected": self._connected,
-                "last_error": self._last_error, "topic": self.topic}
-
-    async def start(self) -> None:
-        """Spawn the sender; return once the first connection attempt has finished."""
-        if self._task is not None:
-            raise RuntimeError("MqttPublisher already started")
-        self._stop, self._first_attempt = asyncio.Event(), asyncio.Event()     # startable again after stop()
-        self._task = asyncio.create_task(self._run(), name=f"mqtt-publish-{self.topic}")
-        waiter = asyncio.create_task(self._first_attempt.wait())
-        done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-        if waiter not in done:
-            waiter.cancel()
-            self._task.result()
-
-    async def publish(self, elements: Sequence[Any]) -> int:
-        """Queue the elements for sending (SPEC section 6 JSON, one message each); returns how many were
-        queued. Never blocks on the network; what does not fit is counted in ``dropped``."""
-        if self._task is None or self._stop.is_set():
-            raise RuntimeError("MqttPublisher is not running: call start() first")
-        queued = 0
-        for el in elements:
-            data = encode_element(el)
-            if len(self._buf) >= self.max_buffer:
-                self._n["dropped"] += 1
-                continue
-            self._buf.append(data)
-            queued += 1
-        if queued:
-            self._wake.set()
-        return queued
-
-    async def stop(self, flush_timeout: float = 5.0) -> None:
-        """Give the sender up to ``flush_timeout`` seconds to empty the buffer (reconnecting if it has to), then
-        disconnect; what is still buffered then is counted as dropped."""
-        if self._task is None:
-            return
-        deadline = time.monotonic() + flush_timeout
-        while self._buf and time.monotonic() < deadline and not self._task.done():
-            self._wake.set()
-            await asyncio.sleep(0.01)
-        self._stop.set()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
-        self._n["dropped"] += len(self._buf)
-        self._buf.clear()
-        self._task = None
-
-    async def _run(self) -> None:
-        attempt = 0
-        ever = False
-        while not self._stop.is_set():
-            client = _Client(**_client_kwargs(self.url), identifier=self.client_id or None, clean_session=True,
-                             keepalive=self.keepalive, timeout=self.publish_timeout)
-            connected = False
-            try:
-                async with client:
-                    connected = self._connected = True
-                    self._n["connects"] += 1
-                    if ever:
-                        self._n["reconnects"] += 1
-                    ever = True
-                    attempt = 0
-                    self._first_attempt.set()
-                    watcher = asyncio.create_task(self._watch(client))
-                    sender = asyncio.create_task(self._send(client))
-                    try:
-                        done, _ = await asyncio.wait({watcher, sender}, return_when=asyncio.FIRST_COMPLETED)
-                        for t in done:
-                            t.result()
-                    finally:
-                        for t in (watcher, sender):
-                            t.cancel()
-                        await asyncio.gather(watcher, sender, return_exceptions=True)
-            except asyncio.CancelledError:
-                self._connected = False
-                raise
-            except Exception as e:  # noqa: BLE001 - any failure means: wait, then connect again
-                self._last_error = _describe(e)
-                if not connected:
-                    self._n["failed_attempts"] += 1
-                log.log(logging.WARNING if attempt == 0 else logging.DEBUG, "MQTT publisher to %s: %s",
-                        self.topic, self._last_error)
-            self._connected = False
-            self._first_attempt.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), _backoff(attempt))
-            attempt += 1
-
-    @staticmethod
-    async def _watch(client: aiomqtt.Client) -> None:
-        """Ends (with MqttError) when the connection is lost, even while there is nothing to send."""
-        async for _ in client.messages:
-            pass
-
-    async def _send(self, client: aiomqtt.Client) -> None:
-        while True:
-            if not self._buf:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            chunk = [self._buf[i] for i in range(min(self.window, len(self._buf)))]
-            results = await asyncio.gather(
-                *(client.publish(self.topic, p, qos=1, retain=self.retain, timeout=self.publish_timeout)
-                  for p in chunk), return_exceptions=True)
-            for _ in chunk:
-                self._buf.popleft()
-            failed = [p for p, r in zip(chunk, results) if isinstance(r, BaseException)]
-            self._n["published"] += len(chunk) - len(failed)
-            if failed:
-                # Put them back in front, in order, and reconnect: sent again, possibly twice (at least once).
-                self._buf.extendleft(reversed(failed))
-                err = next(r for r in results if isinstance(r, BaseException))
-                raise aiomqtt.MqttError(f"publish failed: {err}")
