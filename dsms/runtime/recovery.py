@@ -58,6 +58,8 @@ def _replay_until(rt: Runtime, readers: dict[str, Iterator[Any]], pending: dict[
                   at: Mapping[str, int] | None, stats: dict[str, int]) -> None:
     """Push archived frames into the engine, merged across inputs by timestamp, up to the positions ``at``
     (per input: frames with seq < at[input]; None: everything)."""
+    eng = rt.engine
+    inputs = {s.name.lower(): (s.kind, s.columns) for s in (*eng.streams(), *eng.relations())}  # no DDL below
     heads: dict[str, Any] = {}
     for name, it in readers.items():
         rec = pending.pop(name, None)
@@ -70,7 +72,7 @@ def _replay_until(rt: Runtime, readers: dict[str, Iterator[Any]], pending: dict[
         if not ready:
             break
         name = min(ready, key=lambda n: (_record_ts(ready[n]), n))
-        _replay_record(rt, heads[name], stats)
+        _replay_record(rt, inputs, heads[name], stats)
         nxt = next(readers[name], None)
         if nxt is None:
             del heads[name]
@@ -81,11 +83,10 @@ def _replay_until(rt: Runtime, readers: dict[str, Iterator[Any]], pending: dict[
     pending.update(heads)
 
 
-def _replay_record(rt: Runtime, rec: Any, stats: dict[str, int]) -> None:
+def _replay_record(rt: Runtime, inputs: Mapping[str, tuple[str, list]], rec: Any, stats: dict[str, int]) -> None:
     eng = rt.engine
-    kinds = {s.name.lower(): (s.kind, s.columns) for s in (*eng.streams(), *eng.relations())}
     stats["frames"] += 1
-    found = kinds.get(rec.input)
+    found = inputs.get(rec.input)
     try:
         if rec.is_heartbeat:
             if found is not None:
