@@ -350,3 +350,38 @@ def test_results_match_a_bare_engine(tmp_path: Path) -> None:
         assert sorted(flat(rt.states[qid].ring)) == sorted(exp)
         await rt.stop()
     run(main())
+
+
+def test_heartbeats_get_the_engines_verdicts(tmp_path: Path) -> None:
+    values = [5, 6.0, "1970-01-01T00:00:00.007Z", 1.5, True, "soon", 2**62 + 1, 2.0**60]
+
+    def verdicts(heartbeat) -> list[bool]:
+        out = []
+        for v in values:
+            try:
+                heartbeat(v)
+                out.append(True)
+            except InputError:
+                out.append(False)
+        return out
+
+    eng = Engine()
+    eng.execute("REGISTER STREAM s (a INT)")
+    want = verdicts(lambda v: eng.heartbeat(v, "s"))
+    assert want == [True, True, True, False, False, False, False, True]
+
+    async def main():
+        rt = make(tmp_path)
+        await rt.start()
+        rt.execute("REGISTER STREAM s (a INT)")
+        got = []
+        for v in values:
+            try:
+                await rt.heartbeat(v, "s")
+                got.append(True)
+            except InputError:
+                got.append(False)
+        assert got == want
+        assert rt.source_stats("s")["frontier"] == 2**60
+        await rt.stop()
+    run(main())

@@ -17,12 +17,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dsms.archive import ArchiveError
 from dsms.errors import DsmsError, InputError
 from dsms.formats import Decoded
 from dsms.runtime.errors import NotFound, Overloaded, RuntimeFailure
+from dsms.types import to_ticks
 
 if TYPE_CHECKING:
     from dsms.runtime.runtime import Runtime
@@ -153,12 +152,12 @@ class InputPath:
             if d.sign is not None and any(s != 1 for s in d.sign):
                 raise InputError("a stream element is always an insert (sign 1)",
                                  index=d.item_of(next(k for k, s in enumerate(d.sign) if s != 1)))
-            check_heartbeat(d.heartbeat)
+            given_hb = None if d.heartbeat is None else heartbeat_ticks(d.heartbeat)
             batch = eng.prepare(obj.name, _rows(d), _timestamps(d, frontier))
         except InputError as e:
             raise self._refused(c, d, e) from None
         n = 0 if batch is None else len(batch)
-        hb = _new_heartbeat(d, frontier, None if batch is None else int(batch.ts[-1]))
+        hb = _new_heartbeat(given_hb, frontier, None if batch is None else int(batch.ts[-1]))
         if n == 0 and hb is None:
             return None
         names = [cn for cn, _ in obj.columns]
@@ -186,12 +185,12 @@ class InputPath:
         try:
             self.check_backlog(key)
             frontier = eng.frontier(obj.name)
-            check_heartbeat(d.heartbeat)
+            given_hb = None if d.heartbeat is None else heartbeat_ticks(d.heartbeat)
             change = eng.prepare_update(obj.name, _rows(d), _timestamps(d, frontier), d.sign)
         except InputError as e:
             raise self._refused(c, d, e) from None
         n = 0 if change is None else len(change)
-        hb = _new_heartbeat(d, frontier, None if change is None else int(change.batches[-1].ts[-1]))
+        hb = _new_heartbeat(given_hb, frontier, None if change is None else int(change.batches[-1].ts[-1]))
         if n == 0 and hb is None:
             return None
         names = [cn for cn, _ in obj.columns]
@@ -211,9 +210,7 @@ class InputPath:
 
     def apply_heartbeat(self, ts: int, name: str | None) -> asyncio.Future | None:
         """No element below ``ts`` will arrive on ``name`` (or on every input); archived, then applied."""
-        if isinstance(ts, bool) or not isinstance(ts, int | np.integer):
-            raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
-        ts = int(ts)
+        ts = heartbeat_ticks(ts)
         eng = self.rt.engine
         inputs = [s.name for s in (*eng.streams(), *eng.relations())]
         if name is not None:
@@ -252,9 +249,12 @@ class InputPath:
         return self.rt.durable()
 
 
-def check_heartbeat(hb: Any) -> None:
-    if isinstance(hb, bool) or (hb is not None and not isinstance(hb, int)):
-        raise InputError(f"a heartbeat takes an integer timestamp, not {hb!r}")
+def heartbeat_ticks(hb: Any) -> int:
+    """A heartbeat's timestamp by the rules of every timestamp (``dsms.types.to_ticks``)."""
+    try:
+        return to_ticks(hb)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"heartbeat: {e}") from None
 
 
 def _rows(d: Decoded) -> Any:
@@ -270,10 +270,9 @@ def _timestamps(d: Decoded, frontier: int | None) -> Any:
     return now if frontier is None or now >= frontier else frontier
 
 
-def _new_heartbeat(d: Decoded, frontier: int | None, last_ts: int | None) -> int | None:
+def _new_heartbeat(hb: int | None, frontier: int | None, last_ts: int | None) -> int | None:
     """The request's heartbeat when it tells the engine something new (past the input's frontier and past the
     request's own elements), else None."""
-    hb = d.heartbeat
     if hb is None or (frontier is not None and hb <= frontier) or (last_ts is not None and hb <= last_ts):
         return None
     return hb
