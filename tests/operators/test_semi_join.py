@@ -7,22 +7,23 @@ against the reference evaluator."""
 import math
 
 import pytest
-from harness import Harness, compiled
+from harness import NUMPY, Harness, compiled
 from oracle.generators import CATALOG, Workload, compare, run_engine, run_reference
 
 from dsms.operators.semi_join import SemiJoinOp
 
 LEFT = ["INT", "STRING"]           # (k, v)
 RIGHT = ["INT", "FLOAT"]           # (k, w)
-NP = {"INT": "int64", "STRING": "object", "FLOAT": "float64"}
+BOTH = [("k", "INT"), ("v", "STRING"), ("rk", "INT"), ("w", "FLOAT")]     # what a predicate sees: left + right
 
 
 def semi(anti: bool = False, keys: bool = True, predicate: str | None = None) -> Harness:
-    import numpy as np
-    pred = compiled(predicate, [("k", "INT"), ("v", "STRING"), ("rk", "INT"), ("w", "FLOAT")]) if predicate else None
-    return Harness(lambda left, right, out: SemiJoinOp(
-        left, right, out, (0,) if keys else (), (0,) if keys else (), pred, anti,
-        [np.dtype(NP[t]) for t in LEFT], [np.dtype(NP[t]) for t in RIGHT]), inputs=2)
+    """Keyed on k = rk unless ``keys`` is False; ``predicate`` over BOTH."""
+    key = (0,) if keys else ()
+    pred = compiled(predicate, BOTH) if predicate else None
+    return Harness(lambda left, right, out: SemiJoinOp(left, right, out, key, key, pred, anti,
+                                                       [NUMPY[t] for t in LEFT], [NUMPY[t] for t in RIGHT]),
+                   inputs=2)
 
 
 def feed(h: Harness) -> list:
