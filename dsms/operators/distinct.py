@@ -4,7 +4,7 @@ Source: digest-004 R-PLAN-04; digest-003 section 3.1 (per-chunk distinct is wron
 whole relation). ``RowCounts`` is the vectorised state that δ and the set operations share: each distinct row
 has a dense id (``synopses.rowcodes.RowIds``) and one count array per input side, and a whole batch of signed
 deltas is folded in with per-row cumulative sums, giving each delta's count before and after it exactly as a
-row-at-a-time loop in arrival order would. ``DistinctRowOp`` is that loop, kept as the benchmark's baseline.
+row-at-a-time loop in arrival order would (that loop is the benchmark's baseline, in bench/row_at_a_time.py).
 """
 
 from __future__ import annotations
