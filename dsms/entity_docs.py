@@ -25,13 +25,13 @@ from dsms.operators.vector_aggregate import VectorAggregateOp
 from dsms.queues import Queue
 from dsms.system import EngineSystem
 from scheduler import POLICIES, Policy
-from synopses import HashIndexSynopsis, RelationSynopsis, StateSynopsis, WindowSynopsis
+from synopses import RelationSynopsis, SortedRunIndexSynopsis, StateSynopsis, WindowSynopsis
 from synopses.shared_store import SharedWindowStore
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
              SemiJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp, ChangelogOp,
              SnapshotOp)
-SYNOPSES = (WindowSynopsis, SharedWindowStore, HashIndexSynopsis, RelationSynopsis, StateSynopsis)
+SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis)
 
 INTRO = """# Control tables
 
