@@ -193,3 +193,49 @@ def test_a_view_sharing_a_querys_plan_keeps_its_contents_for_later_readers(first
     eng.run()
     assert sorted((e.ts, e.sign, tuple(e.row.values())) for e in q.drain()) == \
         [(1, 1, (1, 1)), (2, 1, (2, 1)), (20, 1, (3, 1))]
+
+
+def test_a_derived_stream_is_a_stream_not_a_view():
+    """SPEC section 4: a derived stream is a stream later queries read by name; its elements are its instants.
+    ds keeps S's elements with a > 1: 2 at 2 and 4 at 6 (S's 1 at 4 is dropped). RSTREAM over ds [RANGE 10]
+    emits at 2 and 6 only; the same through a view over ds, whose input is ds."""
+    stmts = ("REGISTER STREAM S (a INT)", "REGISTER QUERY ds AS SELECT a FROM S WHERE a > 1",
+             "REGISTER VIEW v AS SELECT a FROM ds [RANGE 10]")
+    pushes = [("S", {"a": 2}, 2), ("S", {"a": 1}, 4), ("S", {"a": 4}, 6)]
+    expected = [(2, 1, (2,)), (6, 1, (2,)), (6, 1, (4,))]
+    assert sorted(_run(stmts, "SELECT RSTREAM(a) FROM ds [RANGE 10]", pushes, 30)) == expected
+    assert sorted(_run(stmts, "SELECT RSTREAM(*) FROM v", pushes, 30)) == expected
+
+
+def test_rstream_takes_instants_from_a_view_read_in_a_where_subquery():
+    """The view in the IN subquery stands for R: R's update at 5 is an instant of the reader (S [RANGE 100]
+    holds 1 from 1; v = the a < 2 of R; 1 is in v from 5), and S's element at 1 is one too (the result is
+    empty there); R's insert of 2 at 8 changes neither v nor the result, but it is an instant."""
+    stmts = ("REGISTER STREAM S (a INT)", "REGISTER RELATION R (a INT)",
+             "REGISTER VIEW v AS SELECT a FROM R WHERE a < 2")
+    eng = Engine()
+    for s in stmts:
+        eng.execute(s)
+    q = eng.execute("SELECT RSTREAM(a) FROM S [RANGE 100] WHERE a IN (SELECT a FROM v)")
+    eng.push("S", [{"a": 1}], ts=1)
+    eng.update("R", insert=[{"a": 1}], ts=5)
+    eng.update("R", insert=[{"a": 2}], ts=8)
+    eng.heartbeat(20)
+    eng.run()
+    assert sorted((e.ts, tuple(e.row.values())) for e in q.drain()) == [(5, (1,)), (8, (1,))]
+
+
+def test_a_reader_of_a_view_loaded_from_its_plan_file_keeps_its_instants():
+    """The reader's plan file (``plan_xml``) names the view's inputs as RSTREAM's instants, so the loaded plan
+    answers as the registered one: issue 16's input through Q."""
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT, b INT)")
+    eng.execute("REGISTER VIEW Q AS SELECT DISTINCT a FROM S [RANGE 4]")
+    q = eng.execute("SELECT RSTREAM(*) FROM Q")
+    loaded = eng.load_plan(eng.plan_xml(q.id))
+    for name, row, ts in ISSUE_INPUT:
+        eng.push(name, [row], ts=ts)
+    eng.heartbeat(25)
+    eng.run()
+    for query in (q, loaded):
+        assert sorted((e.ts, e.sign, tuple(e.row.values())) for e in query.drain()) == ISSUE_RSTREAM
