@@ -283,7 +283,7 @@ class Engine:
                   publish: str | None = None) -> Query:
         if name is not None and self.catalog.get(name) is not None:
             raise ConflictError(f"'{name}' is already registered")
-        binder = Binder(self.catalog)
+        binder = Binder(self.catalog, {})
         bound = binder.bind_statement_query(query, as_view=view)
         node = optimize(bound.node)
         root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)

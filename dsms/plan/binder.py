@@ -188,8 +188,9 @@ class Bound:
 
 
 class Binder:
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, query_nodes: dict[str, object]) -> None:
         self.catalog = catalog
+        self.query_nodes = query_nodes     # registered query id -> its QueryOutput node
         self.depends: set[str] = set()
         self.view_inputs: dict[str, tuple] = {}    # id of a view read -> the inputs it stands for
 
