@@ -317,8 +317,10 @@ class Engine:
         ``run()`` was called)."""
         self.run()
         qid = self._id("q")
+        views = {q.id: q.definition.inputs for q in self.query_list.values()}
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
-                        publish_topic=publish, depends_on=depends)
+                        publish_topic=publish, depends_on=depends,
+                        inputs=L.input_leaves(root, views) if kind == L.RELATION else ())
         # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
         # a later reader starts from (a stream-valued one has no such sink)
         self.building_view = view or name is not None

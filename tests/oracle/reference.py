@@ -575,24 +575,34 @@ class Reference:
         return sorted(pts)
 
     def _input_instants(self, node):
-        """RSTREAM instants (contract): when an input named in a FROM clause, at any depth, has an element or
-        update; for a view or derived stream, an element of its own output."""
+        """RSTREAM instants (SPEC section 3): when an input named in a FROM clause, at any depth, has an element
+        or update. A view (or a relation-valued named query) is nothing but its definition, so its inputs are
+        those its body names, at any depth; a derived stream is a stream, whose instants are its elements."""
         key = ("instants", id(node))
         if key in self._memo:
             return self._memo[key]
         out = set()
-        for name in self._names_read(node):
+        for name in self._inputs(node):
             o = self.objects[name]
             if isinstance(o, _Stream):
                 out.update(t for t, _, _ in o.elements)
             elif isinstance(o, _Relation):
                 out.update(t for t, _, _, _ in o.updates)
-            elif o.kind == "stream":
-                out.update(t for t, _ in self._stream(o.query))
             else:
-                out.update(t for t, _, _ in self._changelog(lambda t, q=o.query: self._rel(q, t)))
+                out.update(t for t, _ in self._stream(o.query))
         res = self._memo[key] = sorted(t for t in out if t < self._until)
         return res
+
+    def _inputs(self, node):
+        """The streams, relations and derived streams ``node`` reads, with every view replaced by its body's."""
+        names = set()
+        for name in self._names_read(node):
+            o = self.objects[name]
+            if isinstance(o, _Derived) and o.kind == "relation":
+                names |= self._inputs(o.query)
+            else:
+                names.add(name)
+        return names
 
     def _names_read(self, node):
         names = set()
