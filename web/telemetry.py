@@ -139,8 +139,8 @@ class Telemetry:
     def query_summary(self, qid: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
         """A query as the overview lists it: kind, state, approximate or exact, result rate and lag.
 
-        The lag is application time: the engine's newest input frontier minus the query's own output
-        frontier (its last heartbeat), in ticks; how far the results trail what has come in."""
+        The lag is application time: the newest frontier of the streams and relations the query reads minus
+        the query's own output frontier (its last heartbeat), in ticks; how far its results trail its input."""
         q = self.rt.query(qid)
         stats = self.rt.query_stats(q.id)
         plan = plan if plan is not None else self.rt.explain(q.id, "json")
@@ -148,7 +148,11 @@ class Telemetry:
         for s in plan.get("synopses", ()):
             with contextlib.suppress(Exception):
                 approx = approx or bool(self.rt.entity(s["id"]).get("approximate"))
-        now = self.rt.system().get("application_time")
+        frontiers = []
+        for name in getattr(q.definition, "depends_on", ()) or ():
+            with contextlib.suppress(Exception):
+                frontiers.append(self.rt.source_stats(name).get("frontier"))
+        now = max((f for f in frontiers if f is not None), default=None)
         out_frontier = stats.get("last_heartbeat")
         lag = None if now is None or out_frontier is None else max(int(now) - int(out_frontier), 0)
         return {"id": q.id, "name": q.name, "kind": q.kind, "text": q.text, "state": "running",

@@ -35,6 +35,7 @@ export function fmtNum(v, digits = 2) {
 
 export function fmtValue(v) {
   if (v === null || v === undefined) return "none";
+  if (typeof v === "number" && !Number.isInteger(v)) return String(Math.round(v * 100) / 100);
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);
 }

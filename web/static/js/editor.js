@@ -43,10 +43,11 @@ function knobInput(a, id) {
 
 export class ControlTable {
   // container: element to draw into; eid: entity id (sys:0 writes through PATCH /system)
-  constructor(container, eid, { extra = null } = {}) {
+  constructor(container, eid, { extra = null, onWrite = null } = {}) {
     this.container = container;
     this.eid = eid;
     this.extra = extra;
+    this.onWrite = onWrite;
     this.statCells = new Map();
   }
 
@@ -82,6 +83,7 @@ export class ControlTable {
           msg.textContent = `set to ${fmtValue(after[a.name])}`;
           input.removeAttribute("aria-invalid");
           this.refreshHistory();
+          if (this.onWrite) this.onWrite(a.name);
         } catch (e) {
           if (!(e instanceof ApiError)) throw e;
           msg.className = "msg err";
@@ -98,6 +100,8 @@ export class ControlTable {
       kbox.append(form);
     }
     c.append(h("h3", {}, "Knobs"), kbox);
+    this.history = h("div", { class: "history" });
+    c.append(h("h3", {}, "Change history"), this.history);
     const tbody = h("tbody");
     for (const a of stats) {
       const cell = h("td", { class: "num" }, fmtValue(a.value));
@@ -108,8 +112,6 @@ export class ControlTable {
     c.append(h("h3", {}, "Statistics"),
       h("table", { class: "stats-table" }, h("thead", {}, h("tr", {}, h("th", {}, "statistic"), h("th", {}, "value"),
         h("th", {}, "unit"))), tbody));
-    this.history = h("div", { class: "history" });
-    c.append(h("h3", {}, "Change history"), this.history);
     this.showHistory(doc.history || []);
   }
 

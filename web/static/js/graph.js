@@ -92,6 +92,17 @@ export class PlanGraph {
     this.container.dataset.edges = String(this.cy.edges().length);
   }
 
+  // A fresh plan of the same entities (labels change when a knob does, e.g. a window's range): new labels,
+  // same layout. Returns false when the entities differ and the graph must be drawn again.
+  refresh(plan, entities) {
+    const ids = [...plan.queues, ...plan.operators, ...(plan.synopses || [])].map((x) => x.id).sort().join(",");
+    if (!this.cy || ids !== [...this.byId.keys()].sort().join(",")) return false;
+    for (const x of [...plan.queues, ...plan.operators, ...(plan.synopses || [])]) this.byId.get(x.id).def = x;
+    this.plan = plan;
+    this.update(entities);
+    return true;
+  }
+
   // entities: {id: control-table values}
   update(entities) {
     if (!this.cy) return;

@@ -70,7 +70,7 @@ export async function queryPage(main, qid, signal) {
     const owners = ownersOf(id).filter((o) => o !== q.id);
     const extra = owners.length ? h("p", { class: "shared-note" }, "Shared with ",
       owners.map((o, i) => [i ? ", " : "", h("a", { href: `#/query/${encodeURIComponent(o)}` }, o)])) : null;
-    editor = new ControlTable(panel, id, { extra });
+    editor = new ControlTable(panel, id, { extra, onWrite: () => quietly(loadPlan()) });
     try {
       await editor.load();
       editor.update(latest[id]);
@@ -115,8 +115,11 @@ export async function queryPage(main, qid, signal) {
 
   async function loadPlan() {
     plan = await get(`/queries/${encodeURIComponent(qid)}/plan`);
-    graph.draw(plan);
-    drawEntityTable();
+    if (!graph.refresh(plan, latest)) {
+      graph.draw(plan);
+      drawEntityTable();
+      if (editor) graph.select(editor.eid);
+    }
     explainText.textContent = await (await fetch(`/queries/${encodeURIComponent(qid)}/plan?format=text`)).text();
     explainXml.textContent = await (await fetch(`/queries/${encodeURIComponent(qid)}/plan?format=xml`)).text();
   }
