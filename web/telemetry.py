@@ -66,26 +66,41 @@ class Telemetry:
         self.samples: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep)
         self._prev: dict[str, tuple[float, int]] = {}
         self.result_rates: dict[str, float] = {}
+        self._ids: tuple[str, ...] = ()
+        self._plans: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------ sampling
+
+    def plan(self, qid: str) -> dict[str, Any]:
+        """The query's plan (JSON), cached until the set of entities changes (see ``memory``)."""
+        plan = self._plans.get(qid)
+        if plan is None:
+            plan = self._plans[qid] = self.rt.explain(qid, "json")
+        return plan
 
     def _in_stores(self) -> set[str]:
         """Window synopses counted through a shared store (their arrays are the store's)."""
         out: set[str] = set()
         for q in self.rt.queries():
             try:
-                plan = self.rt.explain(q.id, "json")
+                plan = self.plan(q.id)
             except Exception:  # noqa: BLE001 - a query dropped meanwhile
                 continue
             out.update(s["id"] for s in plan.get("synopses", ()) if s.get("store"))
         return out
 
     def memory(self) -> tuple[dict[str, int], dict[str, int]]:
-        """(bytes of every queue and synopsis, totals ``queues``, ``synopses``, ``total``)."""
+        """(bytes of every queue and synopsis, totals ``queues``, ``synopses``, ``total``). Plans are read
+        again only when an entity came or went, so sampling costs one pass over the control tables."""
+        entities = self.rt.entities()
+        ids = tuple(str(e.get("id")) for e in entities)
+        if ids != self._ids:
+            self._ids = ids
+            self._plans.clear()
         per: dict[str, int] = {}
         skip = self._in_stores()
         totals = {"queues": 0, "synopses": 0}
-        for e in self.rt.entities():
+        for e in entities:
             eid = str(e.get("id"))
             if eid.startswith("queue:"):
                 per[eid] = _bytes(e)
@@ -143,7 +158,7 @@ class Telemetry:
         the query's own output frontier (its last heartbeat), in ticks; how far its results trail its input."""
         q = self.rt.query(qid)
         stats = self.rt.query_stats(q.id)
-        plan = plan if plan is not None else self.rt.explain(q.id, "json")
+        plan = plan if plan is not None else self.plan(q.id)
         approx = False
         for s in plan.get("synopses", ()):
             with contextlib.suppress(Exception):

@@ -21,7 +21,8 @@ function queueLabel(q, st) {
   const src = q.source ? `  ← ${q.source.replace(/^source:/, "")}` : "";
   const t = st ? st.tuples : q.tuples;
   const b = st ? st.bytes : q.bytes;
-  return `${q.id}${src}\n${fmtNum(t)} tuples · ${fmtBytes(b)}`;
+  const cap = st && st.capacity !== null && st.capacity !== undefined ? ` / cap ${fmtNum(st.capacity)}` : "";
+  return `${q.id}${src}\n${fmtNum(t)}${cap} tuples · ${fmtBytes(b)}`;
 }
 
 function synLabel(s, st) {
