@@ -94,6 +94,28 @@ def test_changing_a_window_range_with_the_keyboard_changes_the_results(page: Pag
     screenshot(page, "control-table")
 
 
+def test_an_entity_shared_with_another_query_is_marked_and_links_to_it(page: Page, server: Server,
+                                                                        uniq: str) -> None:
+    server.cql(f"REGISTER STREAM {uniq} (item INT, price FLOAT); "
+               f"REGISTER QUERY {uniq}a AS SELECT item, COUNT(*) AS n FROM {uniq} [RANGE 10 SECONDS] GROUP BY item; "
+               f"REGISTER QUERY {uniq}b AS SELECT item, MAX(price) AS m FROM {uniq} [RANGE 10 SECONDS] GROUP BY item")
+    a, b = (server.get(f"/queries/{uniq}{x}").json()["id"] for x in "ab")
+    plan = open_query(page, server, a)
+    shared = [op["id"] for op in plan["operators"] if op["shared"]]
+    assert shared and all(set(op["owners"]) == {a, b} for op in plan["operators"] if op["shared"])
+    row = page.locator(f"#entity-table tr[data-entity='{shared[0]}']")
+    expect(row.locator("td").last).to_have_text(", ".join(sorted([a, b])))
+    row.locator("button").click()
+    link = page.locator("#ct-panel .shared-note a")
+    expect(link).to_have_text(b)
+    link.click()
+    expect(page.locator("h1")).to_contain_text(b)
+    page.wait_for_selector("#plan-graph[data-nodes]")
+    other = server.get(f"/queries/{b}/plan").json()
+    assert shared[0] in {op["id"] for op in other["operators"]}
+    expect(page.locator(f"#entity-table tr[data-entity='{shared[0]}']")).to_have_count(1)
+
+
 def test_a_refused_knob_value_shows_the_servers_message_next_to_the_field(page: Page, console: Console,
                                                                           server: Server, uniq: str) -> None:
     console.allow(400)

@@ -16,17 +16,18 @@ export async function overviewPage(main, signal) {
     h("h1", {}, "Overview"),
     h("div", { class: "split" },
       h("div", { class: "col" },
-        h("section", { "aria-labelledby": "src-h" }, h("h2", { id: "src-h" }, "Streams and relations"),
-          h("table", { id: "sources-table" }, h("thead", {}, h("tr", {}, ["name", "kind", "rate", "elements in",
-            "frontier", "backlog"].map((t) => h("th", { scope: "col" }, t)))), srcBody)),
         h("section", { "aria-labelledby": "q-h" }, h("h2", { id: "q-h" }, "Queries"),
           h("table", { id: "queries-table" }, h("thead", {}, h("tr", {}, ["query", "kind", "state", "exact",
             "results", "result rate", "lag (ticks)"].map((t) => h("th", { scope: "col" }, t)))), qBody)),
-        h("section", { "aria-labelledby": "m-h" }, h("h2", { id: "m-h" }, "Memory"), memNow, plotBox)),
-      sysBox));
+        h("section", { "aria-labelledby": "src-h" }, h("h2", { id: "src-h" }, "Streams and relations"),
+          h("table", { id: "sources-table" }, h("thead", {}, h("tr", {}, ["name", "kind", "rate", "elements in",
+            "frontier", "backlog"].map((t) => h("th", { scope: "col" }, t)))), srcBody))),
+      h("div", { class: "col" },
+        h("section", { "aria-labelledby": "m-h", class: "memory" }, h("h2", { id: "m-h" }, "Memory"), memNow, plotBox),
+        sysBox)));
   const table = new ControlTable(sysBox, "sys:0");
   await table.load();
-  const plot = new MemoryPlot(plotBox, "Queues and synopses, last minutes", { height: 170 });
+  const plot = new MemoryPlot(plotBox, "Queues and synopses, last minutes", { height: 150 });
 
   const drawSources = (sources) => {
     clear(srcBody);

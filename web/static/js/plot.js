@@ -34,8 +34,8 @@ export class MemoryPlot {
       width, height: this.height,
       scales: { x: { time: true } },
       axes: [{}, { values: (u, vals) => vals.map(fmtBytes), size: 70 }],
-      series: [{}, ...names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 1.5,
-        spanGaps: false, value: (u, v) => fmtBytes(v) }))],
+      series: [{}, ...names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: n === "total" ? 2.5 : 1.5,
+        dash: n === "total" ? [6, 4] : undefined, spanGaps: false, value: (u, v) => fmtBytes(v) }))],
       legend: { live: false },
     }, data, this.box);
   }

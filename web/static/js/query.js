@@ -125,9 +125,10 @@ export async function queryPage(main, qid, signal) {
   }
   await loadPlan();
   let planIds = null;
+  let timer = null;
 
   quietly(events(`/stats/stream?query=${encodeURIComponent(q.id)}&interval_ms=250`, signal, (name, snap) => {
-    if (name === "end") { summary.textContent = "This query was dropped."; return; }
+    if (name === "end") { summary.textContent = "This query was dropped."; clearInterval(timer); return; }
     latest = snap.entities;
     const ids = snap.plan_ids.join(",");
     if (planIds !== null && ids !== planIds) quietly(loadPlan());
@@ -165,6 +166,6 @@ export async function queryPage(main, qid, signal) {
     sPlot.set(hist.t, pick("synopsis"));
   };
   quietly(refreshPlots());
-  const timer = setInterval(() => quietly(refreshPlots()), 2000);
+  timer = setInterval(() => quietly(refreshPlots()), 2000);
   signal.addEventListener("abort", () => { clearInterval(timer); graph.destroy(); qPlot.destroy(); sPlot.destroy(); });
 }
