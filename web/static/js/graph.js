@@ -31,6 +31,8 @@ function synLabel(s, st) {
   return lines.join("\n");
 }
 
+const MIN_READABLE = 0.8;
+
 const STYLE = [
   { selector: "node", style: { label: "data(label)", "text-wrap": "wrap", "text-valign": "center",
     "text-halign": "center", "font-size": 11, "font-family": "system-ui, sans-serif", color: "#1f2328",
@@ -87,7 +89,8 @@ export class PlanGraph {
     }
     if (this.cy) this.cy.destroy();
     this.cy = window.cytoscape({ container: this.container, elements: els, style: STYLE, minZoom: 0.2, maxZoom: 2, boxSelectionEnabled: false, autoungrabify: true });
-    this.cy.layout({ name: "dagre", rankDir: "TB", nodeSep: 16, rankSep: 16, padding: 6 }).run();
+    this.cy.layout({ name: "dagre", rankDir: "TB", nodeSep: 16, rankSep: 16, padding: 6, fit: false }).run();
+    this.fit(true);
     this.cy.on("tap", "node", (ev) => this.onSelect(ev.target.id()));
     this.container.dataset.nodes = String(this.cy.nodes().length);
     this.container.dataset.edges = String(this.cy.edges().length);
@@ -115,6 +118,25 @@ export class PlanGraph {
         this.cy.getElementById(id).data("label", fn(info.def, st));
       }
     });
+  }
+
+  // Fit the plan into the view, but no smaller than MIN_READABLE: a large plan starts at its inputs (top)
+  // and is panned by dragging, the wheel or the zoom buttons.
+  fit(readable = false) {
+    if (!this.cy) return;
+    this.cy.fit(undefined, 8);
+    if (readable && this.cy.zoom() < MIN_READABLE) {
+      const bb = this.cy.elements().boundingBox();
+      const z = MIN_READABLE;
+      this.cy.zoom(z);
+      this.cy.pan({ x: (this.container.clientWidth - bb.w * z) / 2 - bb.x1 * z, y: 8 - bb.y1 * z });
+    }
+  }
+
+  zoomBy(factor) {
+    if (!this.cy) return;
+    const c = { x: this.container.clientWidth / 2, y: this.container.clientHeight / 2 };
+    this.cy.zoom({ level: this.cy.zoom() * factor, renderedPosition: c });
   }
 
   select(id) {
