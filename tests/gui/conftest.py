@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 
@@ -23,6 +23,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 SHOTS = ROOT / "docs" / "gui"
 _names = itertools.count(1)
+expect.set_options(timeout=10_000)       # a conditional wait, long enough for a loaded 2-core CI machine
 # What Chromium logs for a fetch() the server refused; the tests that provoke a refusal allow its status.
 _REFUSED = re.compile(r"Failed to load resource: the server responded with a status of (\d{3})")
 

@@ -1,5 +1,5 @@
 // The CQL editor (register streams, relations, views and queries; errors shown at their line and column)
-// and a form to push a few test elements into a stream.
+// and a form to push a few test elements into a stream (or updates into a relation).
 
 import { ApiError, get, post } from "./api.js";
 import { clear, h } from "./dom.js";
@@ -46,9 +46,11 @@ export async function cqlPage(main) {
   const pushMsg = h("p", { id: "push-msg", class: "msg", role: "status" });
   let streams = [];
   const loadStreams = async () => {
-    streams = (await get("/streams")).streams;
+    const [st, rel] = await Promise.all([get("/streams"), get("/relations")]);
+    streams = [...st.streams, ...rel.relations];
     const keep = streamSel.value;
-    clear(streamSel).append(...streams.map((s) => h("option", { value: s.name }, s.name)));
+    clear(streamSel).append(...streams.map((s) => h("option", { value: s.name },
+      s.kind === "relation" ? `${s.name} (relation: updates, "sign": -1 deletes)` : s.name)));
     if (streams.some((s) => s.name === keep)) streamSel.value = keep;
     const s = streams.find((x) => x.name === streamSel.value);
     if (s && !pushText.value) pushText.value = sample(s.columns);
@@ -92,8 +94,10 @@ export async function cqlPage(main) {
     pushMsg.className = "msg";
     pushMsg.textContent = "…";
     try {
-      const doc = await post(`/streams/${encodeURIComponent(streamSel.value)}/elements`, pushText.value,
-        "application/x-ndjson");
+      const target = streams.find((x) => x.name === streamSel.value);
+      const path = target && target.kind === "relation"
+        ? `/relations/${encodeURIComponent(target.name)}/updates` : `/streams/${encodeURIComponent(streamSel.value)}/elements`;
+      const doc = await post(path, pushText.value, "application/x-ndjson");
       pushMsg.className = "msg ok";
       pushMsg.textContent = `accepted ${doc.accepted} element(s)${doc.heartbeat !== null ? `, heartbeat ${doc.heartbeat}` : ""}`;
     } catch (e) {
@@ -114,9 +118,9 @@ export async function cqlPage(main) {
         h("div", { class: "actions" }, h("button", { type: "button", id: "cql-run", onclick: run }, "Run")),
         err, out),
       h("section", { class: "panel", "aria-labelledby": "push-h" },
-        h("h2", { id: "push-h" }, "Push test elements"),
+        h("h2", { id: "push-h" }, "Push test input"),
         h("form", { onsubmit: (ev) => { ev.preventDefault(); push(); } },
-          h("label", { for: "push-stream" }, "Stream"), streamSel,
+          h("label", { for: "push-stream" }, "Stream or relation"), streamSel,
           h("label", { for: "push-text" }, "Elements, one JSON object a line: {\"ts\": ms, \"row\": {...}} or {\"heartbeat\": ms}"),
           pushText,
           h("div", { class: "actions" }, h("button", { type: "submit", id: "push-send" }, "Send"))),
