@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -201,7 +203,23 @@ class Telemetry:
             with contextlib.suppress(Exception):
                 entities[i] = self.rt.entity(i)
         return clean({"t": int(time.time() * 1000), "query": self.query_summary(q.id, plan),
-                      "plan_ids": sorted(ids), "entities": entities})
+                      "plan_ids": sorted(ids), "plan_version": plan_version(plan), "entities": entities})
+
+
+def plan_version(plan: dict[str, Any]) -> str:
+    """A short digest of what a plan graph draws (entities, edges, labels, owners, sharing), without its
+    statistics: it changes when the plan does (another query comes to share an entity, a window's range is
+    set), so a page knows when to fetch the plan again.
+
+    >>> p = {"operators": [{"id": "op:1", "label": "RANGE 5", "owners": ["q1"]}], "queues": [], "edges": []}
+    >>> plan_version(p) == plan_version(p), plan_version(p) == plan_version({**p, "operators": []})
+    (True, False)
+    """
+    sig = [[(o["id"], o.get("label"), o.get("owners"), o.get("output")) for o in plan.get("operators", ())],
+           [(x["id"], x.get("readers"), x.get("source")) for x in plan.get("queues", ())],
+           [(x["id"], x.get("owners"), x.get("operators"), x.get("store")) for x in plan.get("synopses", ())],
+           [(e["from"], e["to"]) for e in plan.get("edges", ())]]
+    return hashlib.sha1(json.dumps(sig, default=str).encode()).hexdigest()[:16]
 
 
 TELEMETRY: web.AppKey[Telemetry] = web.AppKey("telemetry", Telemetry)

@@ -97,10 +97,14 @@ def test_changing_a_window_range_with_the_keyboard_changes_the_results(page: Pag
 def test_an_entity_shared_with_another_query_is_marked_and_links_to_it(page: Page, server: Server,
                                                                         uniq: str) -> None:
     server.cql(f"REGISTER STREAM {uniq} (item INT, price FLOAT); "
-               f"REGISTER QUERY {uniq}a AS SELECT item, COUNT(*) AS n FROM {uniq} [RANGE 10 SECONDS] GROUP BY item; "
-               f"REGISTER QUERY {uniq}b AS SELECT item, MAX(price) AS m FROM {uniq} [RANGE 10 SECONDS] GROUP BY item")
-    a, b = (server.get(f"/queries/{uniq}{x}").json()["id"] for x in "ab")
-    plan = open_query(page, server, a)
+               f"REGISTER QUERY {uniq}a AS SELECT item, COUNT(*) AS n FROM {uniq} [RANGE 10 SECONDS] GROUP BY item")
+    a = server.get(f"/queries/{uniq}a").json()["id"]
+    before = open_query(page, server, a)
+    assert not [op for op in before["operators"] if op["shared"]]
+    # registered while the page is open: the page notices the plan changed and marks what is now shared
+    server.cql(f"REGISTER QUERY {uniq}b AS SELECT item, MAX(price) AS m FROM {uniq} [RANGE 10 SECONDS] GROUP BY item")
+    b = server.get(f"/queries/{uniq}b").json()["id"]
+    plan = server.get(f"/queries/{a}/plan").json()
     shared = [op["id"] for op in plan["operators"] if op["shared"]]
     assert shared and all(set(op["owners"]) == {a, b} for op in plan["operators"] if op["shared"])
     row = page.locator(f"#entity-table tr[data-entity='{shared[0]}']")

@@ -101,6 +101,10 @@ export class PlanGraph {
   refresh(plan, entities) {
     const ids = [...plan.queues, ...plan.operators, ...(plan.synopses || [])].map((x) => x.id).sort().join(",");
     if (!this.cy || ids !== [...this.byId.keys()].sort().join(",")) return false;
+    const sharing = (x) => `${x.id}:${Boolean(x.shared)}`;
+    const was = [...this.byId.values()].map((v) => sharing(v.def)).sort().join(",");
+    const now = [...plan.queues, ...plan.operators, ...(plan.synopses || [])].map(sharing).sort().join(",");
+    if (was !== now) return false;
     for (const x of [...plan.queues, ...plan.operators, ...(plan.synopses || [])]) this.byId.get(x.id).def = x;
     this.plan = plan;
     this.update(entities);

@@ -122,22 +122,22 @@ export async function queryPage(main, qid, signal) {
     plan = await get(`/queries/${encodeURIComponent(qid)}/plan`);
     if (!graph.refresh(plan, latest)) {
       graph.draw(plan);
-      drawEntityTable();
       if (editor) graph.select(editor.eid);
     }
+    drawEntityTable();
+    updateEntityTable(latest);
     explainText.textContent = await (await fetch(`/queries/${encodeURIComponent(qid)}/plan?format=text`)).text();
     explainXml.textContent = await (await fetch(`/queries/${encodeURIComponent(qid)}/plan?format=xml`)).text();
   }
   await loadPlan();
-  let planIds = null;
+  let planVersion = null;
   let timer = null;
 
   quietly(events(`/stats/stream?query=${encodeURIComponent(q.id)}&interval_ms=250`, signal, (name, snap) => {
     if (name === "end") { summary.textContent = "This query was dropped."; clearInterval(timer); return; }
     latest = snap.entities;
-    const ids = snap.plan_ids.join(",");
-    if (planIds !== null && ids !== planIds) quietly(loadPlan());
-    planIds = ids;
+    if (planVersion !== null && snap.plan_version !== planVersion) quietly(loadPlan());
+    planVersion = snap.plan_version;
     clear(summary).append(...summaryLine(snap.query));
     graph.update(snap.entities);
     updateEntityTable(snap.entities);
