@@ -20,6 +20,7 @@ import collections
 import contextlib
 import hashlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,6 +29,8 @@ from aiohttp import web
 
 from dsms.formats import jsonable
 from dsms.runtime import Runtime
+
+log = logging.getLogger("dsms.web")
 
 PERIOD_S = 1.0
 KEEP = 300
@@ -133,11 +136,15 @@ class Telemetry:
         return s
 
     async def run(self) -> None:
+        failing = False
         while True:
             try:
                 self.sample()
-            except Exception:  # noqa: BLE001 - statistics must never take the server down
-                pass
+                failing = False
+            except Exception:  # noqa: BLE001 - statistics must never take the server down; said once per streak
+                if not failing:
+                    log.exception("GUI statistics sampler failed (it keeps trying every %.1fs)", self.period)
+                failing = True
             await asyncio.sleep(self.period)
 
     # ------------------------------------------------------------ reading
