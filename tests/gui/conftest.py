@@ -1,31 +1,24 @@
 """Fixtures of the GUI tests: one real ``dsms serve`` (with a token, so the GUI's token handling is always
-exercised) and ONE headless Chromium for the whole session (Debian's /usr/bin/chromium driven by Playwright);
+exercised) and ONE headless Chromium for all of them (Debian's /usr/bin/chromium driven by Playwright);
 each test gets a fresh browser context and page, and fails if the page logged an unexpected console error."""
 
 from __future__ import annotations
 
 import itertools
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
 
-from httpkit import ROOT, Server  # noqa: E402
+from guikit import ONE_BROWSER, TOKEN, Console, watch  # noqa: E402
+from httpkit import Server  # noqa: E402
 
-TOKEN = "gui-test-token"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-SHOTS = ROOT / "docs" / "gui"
 _names = itertools.count(1)
 expect.set_options(timeout=10_000)       # a conditional wait, long enough for a loaded 2-core CI machine
-# What Chromium logs for a fetch() the server refused; the tests that provoke a refusal allow its status.
-_REFUSED = re.compile(r"Failed to load resource: the server responded with a status of (\d{3})")
 
 
 @pytest.fixture(scope="session")
@@ -35,41 +28,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+@pytest.fixture
+def browser() -> Browser:
+    return ONE_BROWSER.get()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last GUI test in a row (and its fixtures' teardown), close the browser and Playwright's event
+    loop with it."""
+    if nextitem is None or Path(nextitem.path).parent != Path(__file__).parent:
+        ONE_BROWSER.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    ONE_BROWSER.close()
 
 
 @pytest.fixture
 def uniq() -> str:
     return f"g{next(_names)}"
-
-
-class Console:
-    """Console errors and uncaught exceptions of the pages of one test."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self.allowed: set[int] = set()
-
-    def on_message(self, msg) -> None:
-        if msg.type == "error":
-            self.errors.append(msg.text)
-
-    def allow(self, *statuses: int) -> None:
-        """Expect the server to refuse a request with these statuses (the test provokes it)."""
-        self.allowed.update(statuses)
-
-    def unexpected(self) -> list[str]:
-        out = []
-        for e in self.errors:
-            m = _REFUSED.match(e)
-            if m is None or int(m.group(1)) not in self.allowed:
-                out.append(e)
-        return out
 
 
 @pytest.fixture
@@ -88,12 +66,6 @@ def context(browser: Browser, console: Console, server: Server):
     ctx.close()
 
 
-def watch(page: Page, console: Console) -> Page:
-    page.on("console", console.on_message)
-    page.on("pageerror", lambda exc: console.errors.append(f"uncaught: {exc}"))
-    return page
-
-
 @pytest.fixture
 def page(context, console: Console) -> Iterator[Page]:
     pg = watch(context.new_page(), console)
@@ -101,10 +73,3 @@ def page(context, console: Console) -> Iterator[Page]:
     assert console.unexpected() == [], console.errors
 
 
-def screenshot(page: Page, name: str) -> Path:
-    """Write docs/gui/<name>.png (the viewport, 1280x800) for docs/gui.md."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
-    page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(path))
-    return path

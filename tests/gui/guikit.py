@@ -1,14 +1,91 @@
-"""Steps the GUI tests share: running CQL in the editor, opening a query page, pushing elements with the form,
-reading the live tables, and the expected results from the reference evaluator (tests/oracle)."""
+"""What the GUI tests share: the one browser, the console watcher, screenshots, and the steps (running CQL in
+the editor, opening a query page, pushing elements with the form, reading the live tables) with the expected
+results from the reference evaluator (tests/oracle)."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
-from httpkit import Server
+from httpkit import ROOT, Server
 from oracle.reference import Reference
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+TOKEN = "gui-test-token"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+SHOTS = ROOT / "docs" / "gui"
+# What Chromium logs for a fetch() the server refused; the tests that provoke a refusal allow its status.
+_REFUSED = re.compile(r"Failed to load resource: the server responded with a status of (\d{3})")
+
+
+class OneBrowser:
+    """The one Chromium of the session's GUI tests: started by the first GUI test, closed after the last one.
+
+    Not a session-scoped fixture: while Playwright's sync API is open it keeps an asyncio event loop running in
+    the main thread, and every later test of the session that calls ``asyncio.run()`` would fail under it."""
+
+    def __init__(self) -> None:
+        self.playwright = None
+        self.browser: Browser | None = None
+
+    def get(self) -> Browser:
+        if self.browser is None:
+            self.playwright = sync_playwright().start()
+            self.browser = self.playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        return self.browser
+
+    def close(self) -> None:
+        if self.browser is not None:
+            self.browser.close()
+            self.playwright.stop()
+            self.browser = self.playwright = None
+
+
+ONE_BROWSER = OneBrowser()
+
+
+class Console:
+    """Console errors and uncaught exceptions of the pages of one test."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.allowed: set[int] = set()
+
+    def on_message(self, msg) -> None:
+        if msg.type == "error":
+            self.errors.append(msg.text)
+
+    def allow(self, *statuses: int) -> None:
+        """Expect the server to refuse a request with these statuses (the test provokes it)."""
+        self.allowed.update(statuses)
+
+    def unexpected(self) -> list[str]:
+        out = []
+        for e in self.errors:
+            m = _REFUSED.match(e)
+            if m is None or int(m.group(1)) not in self.allowed:
+                out.append(e)
+        return out
+
+
+def watch(page: Page, console: Console) -> Page:
+    page.on("console", console.on_message)
+    page.on("pageerror", lambda exc: console.errors.append(f"uncaught: {exc}"))
+    return page
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Write docs/gui/<name>.png (the viewport, 1280x800) for docs/gui.md."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(path))
+    return path
+
 
 
 def run_cql(page: Page, text: str) -> None:

@@ -7,8 +7,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from conftest import TOKEN, Console, screenshot, watch
-from guikit import cell, op_of_kind, open_query, push_with_form, reference_rows, result_rows, run_cql
+from guikit import (
+    TOKEN,
+    Console,
+    cell,
+    op_of_kind,
+    open_query,
+    push_with_form,
+    reference_rows,
+    result_rows,
+    run_cql,
+    screenshot,
+    watch,
+)
 from httpkit import Server
 from playwright.sync_api import Browser, Page, expect
 
