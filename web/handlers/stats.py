@@ -50,7 +50,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 break
             await resp.write(b"data: " + json.dumps(snap).encode() + b"\n\n")
         await resp.write_eof()
-    except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+    except (ConnectionResetError, ConnectionError):
         pass
     return resp
 
