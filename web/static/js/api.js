@@ -27,15 +27,20 @@ function askToken() {
   const dlg = document.getElementById("token-dialog");
   const input = document.getElementById("token-input");
   asking = new Promise((resolve) => {
-    const done = (ok) => {
+    let given = false;
+    document.getElementById("token-form").onsubmit = (ev) => {
+      ev.preventDefault();
+      given = input.value !== "";
       dlg.close();
-      asking = null;
-      if (ok && input.value) sessionStorage.setItem(TOKEN_KEY, input.value);
-      input.value = "";
-      resolve(ok);
     };
-    document.getElementById("token-form").onsubmit = (ev) => { ev.preventDefault(); done(true); };
-    document.getElementById("token-cancel").onclick = () => done(false);
+    document.getElementById("token-cancel").onclick = () => dlg.close();
+    // Closed by the form, the Cancel button or Escape alike.
+    dlg.addEventListener("close", () => {
+      if (given) sessionStorage.setItem(TOKEN_KEY, input.value);
+      input.value = "";
+      asking = null;
+      resolve(given);
+    }, { once: true });
     dlg.showModal();
     input.focus();
   });
