@@ -147,6 +147,15 @@ def test_a_refused_knob_value_shows_the_servers_message_next_to_the_field(page: 
     expect(knob.locator("input")).to_have_attribute("aria-invalid", "true")
     assert server.get(f"/entities/{queue}").json()["capacity"] is None
     expect(page.locator("#ct-panel .history")).to_contain_text("No changes yet")
+    expect(cell(page, queue, "tuples")).to_have_text("0")
+    knob.locator("input").fill("50")                     # an accepted value: history, table and server agree
+    knob.locator("button").click()
+    expect(knob.locator(".msg.ok")).to_have_text("set to 50")
+    expect(knob.locator("input")).not_to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#ct-panel .history-table tbody tr").first.locator("td")).to_have_text(
+        [re.compile(r"\d+"), "capacity", "none", "50", re.compile(".*")])
+    expect(cell(page, queue, "tuples")).to_have_text("0 / 50")
+    assert server.get(f"/entities/{queue}").json()["capacity"] == 50
 
 
 def test_a_cql_parse_error_is_shown_at_its_line_and_column(page: Page, console: Console, server: Server,

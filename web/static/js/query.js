@@ -56,7 +56,7 @@ export async function queryPage(main, qid, signal) {
             resBody))))),
     h("section", { "aria-labelledby": "ent-h" }, h("h2", { id: "ent-h" }, "Entities"),
       h("table", { class: "entities", id: "entity-table" },
-        h("thead", {}, h("tr", {}, ["entity", "kind", "tuples in", "tuples out", "selectivity", "queue tuples",
+        h("thead", {}, h("tr", {}, ["entity", "kind", "tuples in", "tuples out", "selectivity", "queue tuples / capacity",
           "bytes", "cost/tuple", "shared by"].map((t) => h("th", { scope: "col" }, t)))), entBody)),
     h("section", { "aria-labelledby": "mem-h" }, h("h2", { id: "mem-h" }, "Memory over the last minutes"), plotsBox),
     h("section", { "aria-labelledby": "ex-h" }, h("h2", { id: "ex-h" }, "EXPLAIN"), explainText,
@@ -113,7 +113,8 @@ export async function queryPage(main, qid, signal) {
       c.tuples_in.textContent = fmtNum(st.tuples_in);
       c.tuples_out.textContent = fmtNum(st.tuples_out);
       c.selectivity.textContent = fmtNum(st.selectivity);
-      c.tuples.textContent = fmtNum(st.tuples);
+      c.tuples.textContent = st.capacity === null || st.capacity === undefined ? fmtNum(st.tuples)
+        : `${fmtNum(st.tuples)} / ${fmtNum(st.capacity)}`;
       c.bytes.textContent = fmtBytes(st.bytes);
       c.cost.textContent = st.cost_ns_per_tuple === undefined ? "–" : fmtNs(st.cost_ns_per_tuple);
     }
