@@ -49,6 +49,7 @@ def plan_entities(engine, query_id: str) -> dict:
                        "bytes": q.bytes, "shared": q._reader_count() > 1})
     operators = []
     edges = []
+    synopses = _synopses(ops)
     for op in ops:
         inputs, output = [i for i, _ in _inputs(op)], _output(op)[0]
         entry = {"id": op.id, "kind": op.kind, "label": op.detail, "owners": sorted(op.owners),
@@ -59,7 +60,28 @@ def plan_entities(engine, query_id: str) -> dict:
         edges += [{"from": i, "to": op.id} for i in inputs if not i.startswith("op:")]
         edges.append({"from": op.id, "to": output})
     return {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
-            "queues": queues, "edges": edges}
+            "queues": queues, "synopses": synopses, "edges": edges}
+
+
+def _synopses(ops: list) -> list[dict]:
+    """The synopses (operator state) of the plan's operators, each with the operator that holds it. A window
+    whose tuples are views of a shared store names that store in ``store`` (its own ``bytes`` are what it would
+    cost alone, the store counts the arrays once), and the store is listed with every window of the plan that
+    uses it."""
+    out: dict[str, dict] = {}
+    for op in ops:
+        store = getattr(op, "shared_store", None)
+        for syn in [*op.synopses, *([store] if store is not None and store not in op.synopses else [])]:
+            if syn.id in out:
+                out[syn.id]["operators"].append(op.id)
+                continue
+            owners = sorted(getattr(syn, "owners", ()) or op.owners)
+            entry = {"id": syn.id, "kind": syn.kind, "operators": [op.id], "owners": owners,
+                     "shared": len(owners) > 1}
+            if store is not None and syn is getattr(op, "store", None):
+                entry["store"] = store.id
+            out[syn.id] = entry
+    return list(out.values())
 
 
 def explain_text(engine, query_id: str) -> str:

@@ -424,6 +424,11 @@ class Runtime:
     def entity(self, eid: str) -> dict:
         return self._entity_obj(eid).get()
 
+    def entity_attributes(self, eid: str) -> list[dict]:
+        """Each attribute of the entity's control table with its metadata (type, unit, range, writable,
+        description): what an editor of the table needs to know before a write."""
+        return self._entity_obj(eid).describe()
+
     def entity_history(self, eid: str) -> list[dict]:
         return [c.to_dict() for c in self._entity_obj(eid).history()]
 
