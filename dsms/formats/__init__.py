@@ -87,7 +87,11 @@ def parse_ts(value: Any, index: int | None = None) -> int:
             raise InputError(f"ts {value!r} is not an ISO 8601 date-time", index=index) from None
     to_unix_nano = getattr(value, "to_unix_nano", None)   # msgpack.Timestamp
     if to_unix_nano is not None:
-        return int(to_unix_nano()) // 1_000_000
+        v = int(to_unix_nano()) // 1_000_000
+        if not _INT64_MIN <= v <= _INT64_MAX:     # its seconds are an int64: ~1000x the range of int64 ms
+            raise InputError(f"ts {value!r} is {v} ms since the epoch, which does not fit in 64 bits",
+                             index=index)
+        return v
     raise InputError(f"ts must be an integer or an ISO 8601 string, not {type(value).__name__} {value!r}",
                      index=index)
 
@@ -205,7 +209,11 @@ class _Builder:
         if not isinstance(cols, Mapping) or not cols:
             raise InputError("'cols' must be a non-empty object of column lists", index=k)
         n = None
+        seen: dict[str, Any] = {}
         for c, v in cols.items():
+            if seen.setdefault(str(c).lower(), c) is not c:   # case-insensitive names, as row elements have
+                raise InputError(f"column '{c}' given twice (as '{seen[str(c).lower()]}' and '{c}'; column names "
+                                 "are case-insensitive)", index=k)
             if isinstance(v, str | bytes | Mapping) or not isinstance(v, Sequence | np.ndarray):
                 raise InputError(f"column '{c}' of a columnar batch must be a list", index=k)
             if n is not None and len(v) != n:
