@@ -57,7 +57,14 @@ from dsms.archive.frames import (
     encode_heartbeat,
     unpack_payload,
 )
-from dsms.archive.segment import Segment, SegmentInfo, fsync_dir, parse_segment_name, read_frames
+from dsms.archive.segment import (
+    Segment,
+    SegmentInfo,
+    fsync_dir,
+    parse_segment_name,
+    read_frames,
+    segment_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,10 +250,18 @@ class Archive:
                 torn = seg.truncated_bytes if seg.writable else path.stat().st_size - seg.size
                 self.recovery.append(Recovery(name, path, seg.size, torn, seg.writable, seg.torn_reason))
             if segments and segments[-1].next_seq != seg.first_seq:
-                _settle_lost(segments[-1], seg.first_seq)
-                if segments[-1].next_seq != seg.first_seq:
-                    log.warning("archive input %s: frames %d..%d are missing before %s", name,
-                                segments[-1].next_seq, seg.first_seq - 1, path.name)
+                prev = segments[-1]
+                _settle_lost(prev, seg.first_seq)
+                if prev.next_seq < seg.first_seq:          # retention only deletes at the front: a lost file
+                    gap = seg.first_seq - prev.next_seq
+                    self.damage.append(LostFrames(name, directory / segment_name(prev.next_seq), 0, 0,
+                                                  prev.next_seq, gap, prev.max_ts, seg.min_ts,
+                                                  "segment file missing", None))
+                    log.warning("archive input %s: frames #%d to #%d are missing before %s (a segment file "
+                                "was deleted?)", name, prev.next_seq, seg.first_seq - 1, path.name)
+                elif prev.next_seq != seg.first_seq:
+                    log.warning("archive input %s: %s starts at frame #%d, inside the previous segment",
+                                name, path.name, seg.first_seq)
             segments.append(seg)
         for seg in segments:
             for f in seg.found:

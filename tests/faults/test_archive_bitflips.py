@@ -148,3 +148,23 @@ def test_a_zeroed_frame_in_the_middle_loses_that_frame_alone(pristine, tmp_path:
         report = a.damage_report()
         assert report[0]["seqs"] == [seq, seq] and report[0]["bytes"] == end - start
         assert a.stats()["damaged_regions"] == 1 and a.stats()["quarantined_bytes"] == end - start
+
+
+def test_a_deleted_middle_segment_is_reported_with_its_frames(tmp_path: Path) -> None:
+    """Retention deletes only at the front, so a segment missing between two others was lost: it is reported
+    with the sequence numbers it held and the timestamps around them; the others read as before."""
+    with Archive(tmp_path, segment_bytes=SEGMENT_BYTES // 2, fsync="never") as a:
+        for i in range(FRAMES):
+            write_frame(a, i)
+        records = [plain(r) for r in a.read("S")]
+        segments = a.segments("S")
+    assert len(segments) >= 3
+    gone = segments[1]
+    gone.path.unlink()
+    with Archive(tmp_path, segment_bytes=SEGMENT_BYTES // 2) as a:
+        assert [plain(r) for r in a.read("S")] == [r for r in records
+                                                   if not gone.first_seq <= r[1] < gone.next_seq]
+        (lost,) = a.damage
+        assert (lost.first_seq, lost.frames, lost.reason) == (gone.first_seq, gone.frames, "segment file missing")
+        assert (lost.after_ts, lost.before_ts) == (segments[0].max_ts, segments[2].min_ts)
+        assert a.stats()["lost_frames"] == gone.frames
