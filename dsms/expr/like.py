@@ -8,7 +8,9 @@ and ``_``), the first anchored at the start of the string, the last at its end, 
 anywhere between. Taking each middle segment at its leftmost occurrence after the previous one is optimal
 (it leaves the most room for the rest), so one forward pass decides the match: each segment is searched once
 from where the previous one ended, at a cost of at most (string length) x (segment length) character
-comparisons, and nothing is ever retried.
+comparisons, and nothing is ever retried. A pattern with ``_`` and at most one ``%`` that can backtrack (``a_c%``,
+``%a_c``, ``%a_c%``) is left to the regular-expression engine, which is linear on it (see ``like_matcher``)
+and faster per row.
 
 A segment of literal characters is searched with ``str.find``/``startswith``/``endswith``; one holding ``_``
 with a regular expression of fixed length (literal characters and ``.``, no quantifier, no alternation, so
@@ -107,14 +109,20 @@ def like_matcher(pattern: str, escape: str | None = None) -> Callable[[str], boo
         full = only.regex().fullmatch
         return lambda s: len(s) == size and full(s) is not None
     first, *middle, last = segs
+    middle = [m for m in middle if m.chars]                  # '%%' is one '%'
     head, tail = len(first.chars), len(last.chars)
     minimum = head + tail + sum(len(m.chars) for m in middle)
+    if all(seg.literal is not None for seg in (first, last, *middle)):
+        return _literal_matcher(first.literal, [m.literal for m in middle], last.literal, minimum)
+    if len(middle) + bool(last.chars) <= 1:
+        # one '%' that can backtrack (a trailing one never does): the regex ``S0.*S1`` (or ``S0.*S1.*``) tries
+        # each end of its '.*' once with a fixed-length segment, (string length) x (pattern length) steps, and
+        # runs in C, two to three times faster than the forward pass for the short strings of real data
+        body = ".*".join(seg.regex().pattern for seg in (first, *middle, last))
+        full = re.compile(body, re.DOTALL).fullmatch
+        return lambda s: full(s) is not None
     at_first, at_last = _at(first), _at(last)
-    finds = [(_find(m), len(m.chars)) for m in middle if m.chars]
-    if not finds:
-        if not tail:
-            return lambda s: len(s) >= minimum and at_first(s, 0)
-        return lambda s: len(s) >= minimum and at_first(s, 0) and at_last(s, len(s) - tail)
+    finds = [(_find(m), len(m.chars)) for m in middle]
 
     def match(s: str) -> bool:
         n = len(s)
@@ -128,6 +136,35 @@ def like_matcher(pattern: str, escape: str | None = None) -> Callable[[str], boo
                 return False
             pos += size
         return at_last(s, end)
+    return match
+
+
+def _literal_matcher(head: str, middle: list[str], tail: str, minimum: int) -> Callable[[str], bool]:
+    """The matcher of a pattern whose segments hold no ``_``: ``str`` methods only, with the common shapes
+    (``abc%``, ``%abc``, ``%abc%``) one call each."""
+    if not middle:
+        if not tail:
+            return lambda s: s.startswith(head)
+        if not head:
+            return lambda s: s.endswith(tail)
+        return lambda s: len(s) >= minimum and s.startswith(head) and s.endswith(tail)
+    if len(middle) == 1 and not head and not tail:
+        (needle,) = middle
+        return lambda s: needle in s
+    sizes = [(lit, len(lit)) for lit in middle]
+    start = len(head)
+
+    def match(s: str) -> bool:
+        n = len(s)
+        if n < minimum or not s.startswith(head) or not s.endswith(tail):
+            return False
+        pos, end = start, n - len(tail)
+        for lit, size in sizes:
+            pos = s.find(lit, pos, end)
+            if pos < 0:
+                return False
+            pos += size
+        return True
     return match
 
 
