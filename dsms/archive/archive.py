@@ -74,6 +74,7 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 MIN_SEGMENT_BYTES = 64  # small enough for tests to roll every frame, large enough to hold a header
 ARCHIVE_DIRNAME = "archive"
 LOCK_NAME = ".lock"  # a dot cannot occur in an input name, so the lock never collides with an input
+DAMAGE_SHOWN = 100  # damaged regions listed in stats(); damage_report() has them all
 MAX_NAME_LENGTH = 200  # well inside the 255-byte file name limit of common filesystems
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+")
@@ -508,9 +509,11 @@ class Archive:
             inp = self._inputs.get(input)
             return [s.info() for s in inp.segments] if inp else []
 
-    def stats(self) -> dict[str, int]:
-        """Counters for the archive's control table: what this process appended and synced, and what is
-        still waiting for a group commit."""
+    def stats(self) -> dict[str, Any]:
+        """Counters for the archive's control table: what this process appended and synced, what is still
+        waiting for a group commit, what opening and reading found damaged; and ``damage``, the first
+        :data:`DAMAGE_SHOWN` damaged regions as :meth:`damage_report` gives them (so ``GET /system`` says which
+        elements were lost)."""
         with self._lock:
             return {
                 "inputs": len(self._inputs),
@@ -527,6 +530,7 @@ class Archive:
                 "lost_frames": sum(d.frames for d in self.damage),
                 "repaired_frames": sum(1 for d in self.damage if d.repaired),
                 "quarantined_bytes": sum(d.end - d.offset for d in self.damage if d.quarantine is not None),
+                "damage": [d.as_dict() for d in self.damage[:DAMAGE_SHOWN]],
             }
 
     # -- closing ---------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ item 4, the way the review reproduced it: a flipped payload bit in frame k of n)
 What is injected: the server archives 9 requests of 50 elements, is stopped, and one byte in the payload of
 the 5th frame is flipped; the server is started again on the same data directory. What must hold: the server
 starts, replays every other frame (8 x 50 elements, not the 4 x 50 the old torn-tail cut kept), reports the
-damage in ``GET /system`` (``runtime.archive``: one damaged region, one lost frame, the quarantined bytes)
+damage in ``GET /system`` (``runtime.archive``: one damaged region, one lost frame, its sequence number and
+the timestamps the lost elements lie between, the quarantined bytes)
 and keeps the damaged bytes in the quarantine directory; new input is accepted after it.
 """
 
@@ -52,6 +53,9 @@ def test_a_corrupt_middle_frame_loses_that_frame_alone(tmp_path: Path) -> None:
         arch, rec = rt["archive"], rt["recovery"]
         assert (arch["damaged_regions"], arch["lost_frames"], arch["quarantined_bytes"]) == (1, 1, end - start)
         assert rec["elements"] == (REQUESTS - 1) * ROWS and rec["truncated_bytes"] == 0
+        (lost,) = arch["damage"]                             # which elements: frame #4, ts 150..200
+        assert (lost["input"], lost["seqs"], lost["frames"]) == ("s", [4, 4], 1)
+        assert (lost["after_ts"], lost["before_ts"]) == (4 * ROWS - 1, 5 * ROWS)
         (kept,) = (srv.data_dir / "archive" / ".quarantine" / "s").iterdir()
         assert kept.read_bytes() == bytes(data[start:end])
         assert seg.stat().st_size == len(data)               # nothing cut
