@@ -72,6 +72,7 @@ def test_adversarial_like_costs_a_bounded_multiple_of_a_linear_scan(pattern: str
         baselines.append(t)
     baseline = min(baselines)
     allowed = FACTOR * baseline
-    spent, matched = _timed(pattern, max(allowed, 2.0))
-    assert matched == expected
+    runs = [_timed(pattern, max(allowed, 2.0)) for _ in range(2)]   # the better of two: a descheduled run
+    spent = min(t for t, _ in runs)                                   # on a busy machine is not the matcher
+    assert all(matched == expected for _, matched in runs)
     assert spent <= allowed, f"LIKE {pattern!r}: {spent:.4f} s against a {baseline:.4f} s linear scan"
