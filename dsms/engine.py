@@ -18,7 +18,7 @@ from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
-from dsms.errors import ConflictError, CQLError, InputError, SchemaError
+from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError, SchemaError
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -42,6 +42,7 @@ class Query:
         self.definition = qdef
         self.reader = reader
         self.node = node
+        self._overflows_seen: dict[str, int] = {}     # per operator: overflow messages already raised
 
     @property
     def id(self) -> str:
@@ -84,12 +85,27 @@ class Query:
             out.append(item)
 
     def drain(self) -> list[Element]:
+        """The results produced so far, as elements. Raises :class:`ResultOverflowError` first if an INT SUM of
+        the query left int64 since the last drain (the rows concerned are left out; the next drain returns
+        the rest, dsms/operators/int_sums.py)."""
+        self._raise_overflows()
         names = [c for c, _ in self.definition.columns]
         out: list[Element] = []
         for b in self.drain_batches():
             for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
                 out.append(Element(t, s, dict(zip(names, row))))
         return out
+
+    def _raise_overflows(self) -> None:
+        seen = self._overflows_seen
+        new: list[str] = []
+        for op in self.engine.ops:
+            errors = getattr(op, "overflow_errors", None)
+            if errors and self.id in op.owners and len(errors) > seen.get(op.id, 0):
+                new += errors[seen.get(op.id, 0):]
+                seen[op.id] = len(errors)
+        if new:
+            raise ResultOverflowError("; ".join(new))
 
     def __repr__(self) -> str:
         return f"Query({self.id}, {self.kind}, {self.schema})"

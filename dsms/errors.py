@@ -39,3 +39,9 @@ class InputError(DsmsError):
     def __init__(self, message: str, index: int | None = None) -> None:
         self.index = index
         super().__init__(message if index is None else f"element {index}: {message}")
+
+
+class ResultOverflowError(DsmsError):
+    """An INT result outside int64 (SPEC section 4: a SUM that overflows is an error naming the query and the
+    column, never a wrapped value). ``Query.drain`` raises it; the rows concerned are left out of the result
+    (dsms/operators/int_sums.py)."""

@@ -166,6 +166,8 @@ def typed_columns(schema: Sequence[tuple[str, str]], rows: Sequence[Mapping] | N
             j = lower.get(str(c).lower())
             if j is None:
                 raise InputError(f"unknown column '{c}' (columns: {', '.join(names)})", index=0)
+            if j in given:                      # names are case-insensitive: 'a' and 'A' are one column
+                raise InputError(f"column '{names[j]}' given twice", index=0)
             given[j] = cols[c]
         for j, c in enumerate(names):
             if j not in given:

@@ -145,6 +145,12 @@ def parse_expr(text: str) -> ast.Expr:
 def _run(text: str, start: str):
     if not isinstance(text, str):
         raise CQLError(f"CQL text must be a string, not {type(text).__name__}")
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        # a lone surrogate (from a JSON "\ud800" escape) is not a character: persisted in the catalog it made
+        # every later page that shows the text fail to encode, so it is refused before anything is registered
+        raise CQLError(f"U+{ord(bad.group()):04X} is a lone surrogate, not a character; CQL text must be valid "
+                       "Unicode", *_line_col(text, bad.start()))
     try:
         tree = _LARK.parse(text, start=start)
         return _ToAst().transform(tree)
@@ -228,6 +234,37 @@ def _suggest(word: str, expected: set[str]) -> str | None:
     if not match and len(word) >= 4:
         match = difflib.get_close_matches(word.upper(), sorted(KEYWORDS), n=1, cutoff=0.8)
     return match[0] if match else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mqtt_topic_problem(topic: str, *, publish: bool) -> str | None:
+    """Why ``topic`` cannot work as an MQTT topic filter (FROM MQTT) or, with ``publish``, a topic name
+    (PUBLISH TO MQTT), or None. MQTT 3.1.1 section 4.7: a topic is 1 to 65535 bytes of UTF-8 without NUL;
+    in a filter ``#`` is a whole last level and ``+`` a whole level; a topic name holds no wildcard.
+
+    >>> mqtt_topic_problem("sensors/+/temp", publish=False), mqtt_topic_problem("a/#/b", publish=False)
+    (None, "'#' must be the last level of a topic filter, alone")
+    """
+    if not topic:
+        return "an MQTT topic must not be empty"
+    if "\0" in topic:
+        return "an MQTT topic must not contain NUL"
+    size = len(topic.encode("utf-8", "surrogatepass"))
+    if size > 65535:
+        return f"an MQTT topic is at most 65535 bytes of UTF-8, this one is {size}"
+    if publish:
+        if "+" in topic or "#" in topic:
+            return "a topic to publish to must not contain the wildcards '+' or '#'"
+        return None
+    levels = topic.split("/")
+    for i, level in enumerate(levels):
+        if "#" in level and (level != "#" or i != len(levels) - 1):
+            return "'#' must be the last level of a topic filter, alone"
+        if "+" in level and level != "+":
+            return "'+' must be a whole level of a topic filter"
+    return None
 
 
 def _line_col(text: str, index: int) -> tuple[int, int]:
@@ -443,6 +480,9 @@ class _ToAst(Transformer_NonRecursive):
                 fmt = part.value
             else:
                 ts_field = part.value
+        problem = mqtt_topic_problem(_string_value(topic), publish=False)
+        if problem is not None:
+            raise _err(f"{problem}: {_string_value(topic)[:80]!r}", topic)
         return ast.MqttSource(_string_value(topic), fmt, ts_field, pos=_pos(meta))
 
     def mqtt_format(self, meta, children):
@@ -456,6 +496,9 @@ class _ToAst(Transformer_NonRecursive):
         return _Clause("timestamp", children[0].value)
 
     def publish(self, meta, children):
+        problem = mqtt_topic_problem(_string_value(children[0]), publish=True)
+        if problem is not None:
+            raise _err(f"{problem}: {_string_value(children[0])[:80]!r}", children[0])
         return _string_value(children[0])
 
     # -------------------------------------------------------- queries

@@ -189,7 +189,11 @@ class _Builder:
         if not isinstance(cols, Mapping) or not cols:
             raise InputError("'cols' must be a non-empty object of column lists", index=k)
         n = None
+        seen: dict[str, Any] = {}
         for c, v in cols.items():
+            if seen.setdefault(str(c).lower(), c) is not c:   # case-insensitive names, as row elements have
+                raise InputError(f"column '{c}' given twice (as '{seen[str(c).lower()]}' and '{c}'; column names "
+                                 "are case-insensitive)", index=k)
             if isinstance(v, str | bytes | Mapping) or not isinstance(v, Sequence | np.ndarray):
                 raise InputError(f"column '{c}' of a columnar batch must be a list", index=k)
             if n is not None and len(v) != n:

@@ -324,9 +324,11 @@ class PhysicalPlanner:
         out = self._new_queue()
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
-        if vectorisable(node.aggs):
-            return out, VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
-        return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        cls = VectorAggregateOp if vectorisable(node.aggs) else AggregateOp
+        op = cls(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        names = node.child.names      # an INT SUM outside int64 is reported by its column (SPEC section 4)
+        op.arg_names = ["*" if a is None else names[a] for _, a, _ in node.aggs]
+        return out, op
 
     def _Distinct(self, node: L.Distinct, qid):
         inp = self.build(node.child, qid)
