@@ -21,7 +21,7 @@ def make(tmp_path: Path) -> Runtime:
 async def settle(rt: Runtime) -> None:
     for _ in range(10_000):
         await asyncio.sleep(0)
-        if rt.backlog() == 0 and not rt._work.is_set():
+        if rt.backlog() == 0 and not rt.pump.work.is_set():
             return
 
 
