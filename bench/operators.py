@@ -1,5 +1,5 @@
 """Duplicate elimination and set operations: tuples per second through the engine, vectorised operators
-(``DistinctOp``, ``SetOpOp``) beside the row-at-a-time ones (``DistinctRowOp``, ``SetOpRowOp``) in the same run.
+(``DistinctOp``, ``SetOpOp``) beside the row-at-a-time ones (``DistinctRowOp``, ``SetOpRowOp`` in bench/row_at_a_time.py) in the same run.
 
     python3 bench/operators.py [--rows N] [--batch B] [--repeat R] [--json PATH]
 
@@ -20,15 +20,13 @@ import argparse
 import json
 import sys
 import time
-from contextlib import contextmanager
 
 import numpy as np
 
 sys.path.insert(0, ".")
+from row_at_a_time import use_row_at_a_time  # noqa: E402  (bench/, the script's own folder)
+
 from dsms import Engine  # noqa: E402
-from dsms.operators.distinct import DistinctRowOp  # noqa: E402
-from dsms.operators.set_op import SetOpRowOp  # noqa: E402
-from dsms.plan import physical  # noqa: E402
 
 WORKLOADS = {"small domain": (1000, 1000), "large domain": (20_000, 10**7)}      # (RANGE, keys)
 WORDS = np.array([f"w{i}" for i in range(10)], dtype=object)
@@ -42,18 +40,6 @@ PLANS = {
 LARGE = ("DISTINCT k (INT)", "DISTINCT k, w (INT, STRING)", "UNION (INT, STRING)", "EXCEPT (INT, STRING)")
 
 
-@contextmanager
-def row_at_a_time(on: bool):
-    """Let the planner build the row-at-a-time operators instead of the vectorised ones."""
-    saved = physical.DistinctOp, physical.SetOpOp
-    if on:
-        physical.DistinctOp, physical.SetOpOp = DistinctRowOp, SetOpRowOp
-    try:
-        yield
-    finally:
-        physical.DistinctOp, physical.SetOpOp = saved
-
-
 def make_input(n: int, keys: int, seed: int = 1) -> dict:
     rng = np.random.default_rng(seed)
     return {"k": rng.integers(0, keys, n).astype(np.int64), "w": WORDS[rng.integers(0, len(WORDS), n)]}
@@ -62,11 +48,10 @@ def make_input(n: int, keys: int, seed: int = 1) -> dict:
 def run_engine(query: str, data: dict, batch: int, rows: bool, range_: int) -> tuple[float, float, list]:
     """(engine tuples/s, operator tuples/s, result elements) for one plan."""
     n = len(data["k"])
-    with row_at_a_time(rows):
-        eng = Engine()
-        eng.execute("REGISTER STREAM S (k INT, w STRING)")
-        eng.execute("REGISTER STREAM T (k INT, w STRING)")
-        q = eng.execute(query.format(r=range_))
+    eng = use_row_at_a_time(Engine()) if rows else Engine()
+    eng.execute("REGISTER STREAM S (k INT, w STRING)")
+    eng.execute("REGISTER STREAM T (k INT, w STRING)")
+    q = eng.execute(query.format(r=range_))
     op = next(o for o in eng.ops if o.kind in ("distinct", "set_op"))
     spent = [0]
     inner = op.run

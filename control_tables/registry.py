@@ -173,7 +173,7 @@ class Registry:
 
 class SystemEntity(Entity):
     """The control table of the system as a whole (``sys:0``); the engine subclasses it to add the
-    scheduler policy, the global memory budget and shedding. Here it holds the history bound, so that the
+    scheduler policy and global statistics. Here it holds the history bound, so that the
     bound is itself a knob and its changes are recorded like any other.
 
     >>> reg = Registry()

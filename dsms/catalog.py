@@ -43,6 +43,9 @@ class QueryDef:
     monotone: bool = False
     publish_topic: str | None = None
     depends_on: set[str] = field(default_factory=set)   # lower-case names of catalog objects read
+    # a relation-valued one: the streams, relations and derived streams (logical leaves) it reads, through
+    # views at any depth; a reader's RSTREAM takes its instants from these (a view means its definition)
+    inputs: tuple = ()
 
 
 class Catalog:

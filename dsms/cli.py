@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -41,56 +39,8 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 async def _serve(cfg: Config) -> int:
-    from aiohttp import web
-
-    from dsms.archive import ArchiveError, ArchiveLocked
-    from dsms.runtime import Runtime, RuntimeFailure
-    from web.app import create_app
-
-    rt = Runtime(cfg)
-    try:
-        await rt.start()
-    except ArchiveLocked as e:
-        return _fail(f"cannot start: {e}")
-    except (RuntimeFailure, ArchiveError) as e:
-        return _fail(f"cannot start: {e}")
-    except PermissionError as e:
-        return _fail(f"cannot start: data directory {str(cfg.data_dir)!r} is not writable ({e.strerror})")
-    except OSError as e:
-        return _fail(f"cannot start: data directory {str(cfg.data_dir)!r}: {e.strerror or e}")
-    app = create_app(rt, cfg)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port)
-    try:
-        await site.start()
-    except OSError as e:
-        await runner.cleanup()
-        await rt.stop()
-        why = "address already in use" if e.errno == 98 else (e.strerror or str(e))
-        return _fail(f"cannot listen on {cfg.host}:{cfg.port}: {why}")
-    port = cfg.port
-    server = getattr(site, "_server", None)
-    if server is not None and server.sockets:
-        port = server.sockets[0].getsockname()[1]
-    from web.middlewares import is_loopback
-    if not is_loopback(cfg.host) and cfg.token is None:
-        log.warning("listening on %s without a token: every mutating request will be refused (401)", cfg.host)
-    print(f"dsms: serving http://{cfg.host}:{port}/ (data dir {cfg.data_dir}, fsync {rt.fsync})",
-          file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    print("dsms: stopping", file=sys.stderr, flush=True)
-    for st in list(rt.states.values()):        # end the result streams first, so the HTTP server can close
-        for sub in list(st.subscribers):
-            sub.close("server stopping")
-    await runner.cleanup()
-    await rt.stop()
-    return 0
+    from web.server import serve  # the one door from the command line into the server
+    return await serve(cfg)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -7,19 +7,19 @@ output. Only application timestamps decide results; nothing here reads the wall 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from control_tables import Registry
+from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
-from dsms.errors import ConflictError, CQLError, InputError, SchemaError
-from dsms.expr.compile import numpy_dtype
+from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError, SchemaError
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -30,7 +30,7 @@ from dsms.plan.rules import optimize
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.validate import TS_LIMIT, check_timestamps, timestamp, typed_columns
+from dsms.types import check_timestamps, numpy_dtype, to_ticks, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -51,6 +51,7 @@ class Query:
         self.definition = qdef
         self.reader = reader
         self.node = node
+        self._overflows_seen: dict[str, int] = {}     # per operator: overflow messages already raised
 
     @property
     def id(self) -> str:
@@ -93,12 +94,27 @@ class Query:
             out.append(item)
 
     def drain(self) -> list[Element]:
+        """The results produced so far, as elements. Raises :class:`ResultOverflowError` first if an INT SUM of
+        the query left int64 since the last drain (the rows concerned are left out; the next drain returns
+        the rest, dsms/operators/int_sums.py)."""
+        self._raise_overflows()
         names = [c for c, _ in self.definition.columns]
         out: list[Element] = []
         for b in self.drain_batches():
             for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
                 out.append(Element(t, s, dict(zip(names, row))))
         return out
+
+    def _raise_overflows(self) -> None:
+        seen = self._overflows_seen
+        new: list[str] = []
+        for op in self.engine.ops:
+            errors = getattr(op, "overflow_errors", None)
+            if errors and self.id in op.owners and len(errors) > seen.get(op.id, 0):
+                new += errors[seen.get(op.id, 0):]
+                seen[op.id] = len(errors)
+        if new:
+            raise ResultOverflowError("; ".join(new))
 
     def __repr__(self) -> str:
         return f"Query({self.id}, {self.kind}, {self.schema})"
@@ -115,7 +131,23 @@ class Source:
         self.dtypes = [numpy_dtype(t) for t in self.types]
         self.frontier: int | None = None       # nothing below this may arrive
         self.contents: dict[tuple, list[int]] = {}   # relations only: row -> insert times of live copies
+        self.version = 0                             # relations only: bumped by every applied change
         self.elements_in = 0
+
+
+@dataclass
+class RelationChange:
+    """Relation changes validated by ``Engine.prepare_update``, not applied yet: one batch per instant
+    (inserts first), ``order`` maps their rows back to the positions given, and ``touched`` is the new
+    contents of the rows they touch, valid while the relation's ``version`` is the one recorded."""
+
+    batches: list[Batch]
+    order: np.ndarray
+    version: int
+    touched: dict[tuple, list[int]]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches)
 
 
 class Engine:
@@ -146,6 +178,7 @@ class Engine:
         self.registry = Registry(clock=self.now)
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
+        self.building_view = False
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -327,8 +360,13 @@ class Engine:
         ``run()`` was called)."""
         self.run()
         qid = self._id("q")
+        views = {q.id: q.definition.inputs for q in self.query_list.values()}
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
-                        publish_topic=publish, depends_on=depends)
+                        publish_topic=publish, depends_on=depends,
+                        inputs=L.input_leaves(root, views) if kind == L.RELATION else ())
+        # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
+        # a later reader starts from (a stream-valued one has no such sink)
+        self.building_view = view or name is not None
         try:
             out = self.planner.build(root, qid)
         except Exception:
@@ -394,16 +432,31 @@ class Engine:
         if not holders and store.id in self.registry:
             self.registry.remove(store.id)
 
+    POLICY_ID = "sched:0"
+
     def set_policy(self, name: str) -> None:
-        """Switch the scheduling policy (also reachable as the system's ``policy`` knob)."""
+        """Switch the scheduling policy (also reachable as the system's ``policy`` knob).
+
+        The policy is an entity with its own control table, always ``sched:0`` (``GET /entities/sched:0``):
+        its knobs (``budget``, ``unit``, Chain's ``drift``, Chain-Flush's ``latency_bound``, ``headroom``,
+        ``cost_scale``) are read at every pick, so a write takes effect at the next one. A new policy keeps
+        the values of the knobs it shares with the one it replaces (``budget`` and ``unit`` always)."""
         try:
             from scheduler import POLICIES
         except ImportError:        # the scheduler package is optional for the plan-order loop
             POLICIES = {}
         cls = POLICIES.get(name)
-        self.policy = cls() if cls is not None else None
-        if self.policy is not None and hasattr(self.policy, "budget_items"):
-            self.policy.budget_items = self.config["batch_budget"]
+        old = self.policy
+        knobs: dict = {"budget": self.config["batch_budget"]}
+        if old is not None:
+            if old.id is not None and old.id in self.registry:
+                self.registry.remove(old.id)
+            mine = cls.control_attributes() if cls is not None else {}
+            knobs = {k: old.get(k) for k, a in old.control_attributes().items()
+                     if isinstance(a, Knob) and k in mine and isinstance(mine[k], Knob)}
+        self.policy = cls(**knobs) if cls is not None else None
+        if self.policy is not None:
+            self.registry.add(self.policy, id=self.POLICY_ID)
         self._plan_changed()
 
     def _plan_changed(self) -> None:
@@ -554,12 +607,13 @@ class Engine:
         return self.apply(name, batch) if batch is not None else 0
 
     def prepare(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
-                ts: int | Sequence[int]) -> Batch | None:
+                ts: int | Sequence[int], *, show: Callable[[int], str] = str) -> Batch | None:
         """Validate and convert stream input without applying it (the server archives it in between);
-        raises InputError naming the first bad element. None when there are no rows."""
+        raises InputError naming the first bad element (``show`` writes a timestamp in its message: the
+        server answers in ISO 8601 a client that sent ISO). None when there are no rows."""
         src = self._source(name, "stream")
         cols, n = self._convert(src, rows)
-        ts_arr = self._timestamps(src, ts, n)
+        ts_arr = self._timestamps(src, ts, n, show)
         if n == 0:
             return None
         return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
@@ -577,54 +631,127 @@ class Engine:
         src.queue.put(batch)
         return n
 
-    def update(self, name: str, insert: Sequence[Mapping] = (), delete: Sequence[Mapping] = (),
-               ts: int = 0) -> int:
+    def update(self, name: str, insert: Sequence[Mapping] | Mapping[str, Sequence] = (),
+               delete: Sequence[Mapping] | Mapping[str, Sequence] = (), ts: int = 0) -> int:
         """Timestamped inserts and deletes on a relation, all or nothing. A delete must match a row."""
         src = self._source(name, "relation")
-        ts = timestamp(ts)
+        if isinstance(ts, bool) or not isinstance(ts, int | np.integer | float | str):
+            raise InputError(f"an update takes one integer timestamp, not {ts!r:.80}")
         ins_cols, n_ins = self._convert(src, insert)
         del_cols, n_del = self._convert(src, delete, offset=n_ins)
-        self._timestamps(src, ts if isinstance(ts, int) else -1, 1)
-        if not isinstance(ts, int) or isinstance(ts, bool):
-            raise InputError(f"an update takes one integer timestamp, not {ts!r}")
-        ins_rows = Batch(np.zeros(n_ins, np.int64), np.ones(n_ins, np.int8), ins_cols).rows() if n_ins else []
-        del_rows = Batch(np.zeros(n_del, np.int64), np.ones(n_del, np.int8), del_cols).rows() if n_del else []
-        after = {r: list(v) for r, v in src.contents.items()}
-        for r in ins_rows:
-            after.setdefault(r, []).append(ts)
-        for k, r in enumerate(del_rows):
-            live = after.get(r)
-            if not live:
-                raise InputError(f"delete of a row that is not in '{src.obj.name}': "
-                                 f"{dict(zip(src.names, r))}", index=n_ins + k)
-            live.pop()
-            if not live:
-                del after[r]
+        check_timestamps(src.obj.name, ts, 1, src.frontier)      # also with no rows: a bad ts is refused
         n = n_ins + n_del
         if n == 0:
             return 0
-        src.contents = after
         cols = [np.concatenate([a, b]) for a, b in zip(ins_cols, del_cols)]
         sign = np.concatenate([np.ones(n_ins, np.int8), -np.ones(n_del, np.int8)])
-        src.frontier = ts
+        change = self._prepare_update(src, cols, n, check_timestamps(src.obj.name, ts, n, src.frontier), sign)
+        return self.apply_update(name, change)
+
+    def prepare_update(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int],
+                       sign: Sequence[int] | None = None, *, show: Callable[[int], str] = str) -> RelationChange | None:
+        """Validate relation changes without applying them (the server archives them in between): rows or
+        columns as for ``push``, one timestamp or one per row (never decreasing), ``sign`` +1 (insert, the
+        default) or -1 (delete) per row. Within an instant inserts come before deletes, and every delete
+        must match a row live at its instant. Raises InputError naming the first bad element (timestamps
+        written by ``show``, as for ``prepare``); None when there are no rows."""
+        src = self._source(name, "relation")
+        cols, n = self._convert(src, rows)
+        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, show)
+        if sign is None:
+            sign_arr = np.ones(n, np.int8)
+        else:
+            sign_list = list(sign)
+            if len(sign_list) != n:
+                raise InputError(f"{n} rows but {len(sign_list)} signs")
+            for k, x in enumerate(sign_list):
+                if isinstance(x, bool) or x not in (1, -1):
+                    raise InputError(f"sign must be 1 (insert) or -1 (delete), not {x!r}", index=k)
+            sign_arr = np.asarray(sign_list, dtype=np.int8)
+        if n == 0:
+            return None
+        return self._prepare_update(src, cols, n, ts_arr, sign_arr)
+
+    def _prepare_update(self, src: Source, cols: list[np.ndarray], n: int, ts: np.ndarray,
+                        sign: np.ndarray) -> RelationChange:
+        order = np.lexsort((-sign, ts))                 # stable: by instant, inserts before deletes
+        if not (order == np.arange(n)).all():
+            ts, sign, cols = ts[order], sign[order], [c[order] for c in cols]
+        bounds = np.flatnonzero(np.diff(ts)) + 1
+        edges = [0, *bounds.tolist(), n]
+        batches = [Batch(ts[lo:hi], sign[lo:hi], [c[lo:hi] for c in cols]) for lo, hi in zip(edges, edges[1:])]
+        change = RelationChange(batches, order, src.version, {})
+        change.touched = self._touched(src, change)
+        return change
+
+    def _touched(self, src: Source, change: RelationChange) -> dict[tuple, list[int]]:
+        """The insert times of the live copies of every row the change touches, as they will be after it;
+        InputError naming the element (as given) of a delete that matches no live row."""
+        touched: dict[tuple, list[int]] = {}
+        k = 0
+        for b in change.batches:
+            t = int(b.ts[0])
+            for r, s in zip(b.rows(), b.sign.tolist()):
+                live = touched.get(r)
+                if live is None:
+                    live = touched[r] = list(src.contents.get(r, ()))
+                if s > 0:
+                    live.append(t)
+                elif live:
+                    live.pop()
+                else:
+                    raise InputError(f"delete of a row that is not in '{src.obj.name}': "
+                                     f"{dict(zip(src.names, r))}", index=int(change.order[k]))
+                k += 1
+        return touched
+
+    def apply_update(self, name: str, change: RelationChange) -> int:
+        """Apply changes made by ``prepare_update`` (checked again against the relation's contents only if
+        they changed since, and against time moving past them)."""
+        src = self._source(name, "relation")
+        first = int(change.batches[0].ts[0])
+        if src.frontier is not None and first < src.frontier:
+            raise InputError(f"timestamp {first} is below what '{src.obj.name}' has already passed "
+                             f"({src.frontier})", index=0)
+        touched = change.touched if change.version == src.version else self._touched(src, change)
+        for r, live in touched.items():
+            if live:
+                src.contents[r] = live
+            else:
+                src.contents.pop(r, None)
+        src.version += 1
+        n = 0
+        for b in change.batches:
+            src.queue.put(b)
+            n += len(b)
+        src.frontier = int(change.batches[-1].ts[-1])
         src.elements_in += n
         self.input_epoch += 1
-        src.queue.put(Batch(np.full(n, ts, dtype=np.int64), sign, cols))
         return n
 
     def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element or update with a timestamp below ``ts`` will arrive (on ``name``, or on every input)."""
-        ts = timestamp(ts)
-        if not isinstance(ts, int | np.integer) or isinstance(ts, bool):
-            raise InputError(f"a heartbeat takes an integer timestamp, not {ts!r}")
-        ts = int(ts)
-        if abs(ts) > TS_LIMIT:
-            raise InputError(f"heartbeat {ts} is out of range (|ts| <= 2**62 ticks)")
+        try:
+            ts = to_ticks(ts)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"heartbeat: {e}") from None
         targets = [self._any_source(name)] if name is not None else list(self.sources.values())
         for src in targets:
             if src.frontier is None or ts > src.frontier:
                 src.frontier = ts
                 src.queue.put(Heartbeat(ts))
+
+    def frontier(self, name: str) -> int | None:
+        """What input ``name`` has passed: no element below it may arrive (None before anything did)."""
+        return self._any_source(name).frontier
+
+    def relation_size(self, name: str) -> int:
+        """Rows a base relation holds now (copies counted)."""
+        return sum(len(times) for times in self._source(name, "relation").contents.values())
+
+    def input_backlog(self) -> dict[str, int]:
+        """Tuples each input's queue holds (pushed, not yet read by every operator reading it), by name."""
+        return {s.obj.name: int(s.queue.tuples) for s in self.sources.values()}
 
     def _any_source(self, name: str) -> Source:
         src = self.sources.get(name.lower()) if isinstance(name, str) else None
@@ -632,8 +759,8 @@ class Engine:
             raise SchemaError(f"no stream or relation named '{name}'")
         return src
 
-    def _timestamps(self, src: Source, ts, n: int) -> np.ndarray:
-        return check_timestamps(src.obj.name, ts, n, src.frontier)
+    def _timestamps(self, src: Source, ts, n: int, show: Callable[[int], str] = str) -> np.ndarray:
+        return check_timestamps(src.obj.name, ts, n, src.frontier, show)
 
     def _convert(self, src: Source, rows, offset: int = 0) -> tuple[list[np.ndarray], int]:
         """Validate and convert input rows to columns; raises InputError naming the first bad element."""

@@ -24,13 +24,14 @@ from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp
 from dsms.queues import Queue
 from dsms.system import EngineSystem
-from synopses import HashIndexSynopsis, RelationSynopsis, StateSynopsis, WindowSynopsis
+from scheduler import POLICIES, Policy
+from synopses import RelationSynopsis, SortedRunIndexSynopsis, StateSynopsis, WindowSynopsis
 from synopses.shared_store import SharedWindowStore
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
              SemiJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp, ChangelogOp,
              SnapshotOp)
-SYNOPSES = (WindowSynopsis, SharedWindowStore, HashIndexSynopsis, RelationSynopsis, StateSynopsis)
+SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis)
 
 INTRO = """# Control tables
 
@@ -47,7 +48,8 @@ fails when it is out of date.
 
 What the knobs do:
 
-- `policy` (system): the scheduler policy; results do not depend on it (docs/scheduling.md).
+- `policy` (system): the scheduler policy; results do not depend on it (docs/scheduling.md). The policy's
+  own knobs are in its control table, `sched:0` ("Scheduling policies" below).
 - `priority` (operators): among the operators a policy ranks equal, higher runs first.
 - `capacity` (queues): a queue holding this many rows keeps its producer from being scheduled.
 - `range` (RANGE windows): the window size; a change applies to elements whose timestamp is after the
@@ -79,6 +81,16 @@ def render() -> str:
             parts.append(attribute_table(cls))
         else:
             parts.append("The base table only.")
+        parts.append("")
+    parts.append("## Scheduling policies\n")
+    parts.append("The policy in use is `sched:0`; switching the system's `policy` replaces it (same id) and "
+                 "keeps the knobs both policies have. Every policy has the base table:\n")
+    parts.append(attribute_table(Policy))
+    parts.append("")
+    for cls in POLICIES.values():
+        own = [n for n in cls.control_attributes() if n not in Policy.control_attributes()]
+        parts.append(f"### `{cls.name}` ({cls.__name__})\n")
+        parts.append(attribute_table(cls) if own else "The base table only.")
         parts.append("")
     parts.append("## Synopses\n")
     for cls in SYNOPSES:

@@ -73,3 +73,9 @@ def relocate(exc: CQLError | SchemaError, start: tuple[int, int] | None) -> None
     column = exc.column or 1
     exc.line, exc.column = line + start[0] - 1, column + start[1] - 1 if line == 1 else column
     exc.args = (f"line {exc.line}, column {exc.column}: {exc.message}",)
+
+
+class ResultOverflowError(DsmsError):
+    """An INT result outside int64 (SPEC section 4: a SUM that overflows is an error naming the query and the
+    column, never a wrapped value). ``Query.drain`` raises it; the rows concerned are left out of the result
+    (dsms/operators/int_sums.py)."""

@@ -1,5 +1,8 @@
-"""The system's own control table (``sys:0``, SPEC section 8): scheduler policy, global memory budget,
-shedding, and global statistics."""
+"""The system's own control table (``sys:0``, SPEC section 8): which scheduling policy runs, and global
+statistics. The policy's own knobs live in its control table, ``sched:0`` (``Engine.set_policy``).
+
+A global memory budget and load shedding are not knobs yet: a knob that is accepted but does nothing would
+promise what the engine does not do (issue 14, overload, gives them their meaning)."""
 
 from __future__ import annotations
 
@@ -12,12 +15,13 @@ class EngineSystem(SystemEntity):
     kind = "system"
     policy = Knob(str, default="chain", choices=POLICY_NAMES,
                   doc="the scheduling policy; switching it while queries run changes no result")
-    memory_budget = Knob(int | None, default=None, ge=0, unit="bytes",
-                         doc="global memory budget for queues and synopses (None: unbounded)")
-    shedding = Knob(bool, default=False, doc="drop input under overload instead of refusing it")
+    scheduler = Stat(str | None, compute="_scheduler", doc="id of the policy's control table (its knobs)")
     queries = Stat(int, compute="_queries", doc="registered queries")
     operators = Stat(int, compute="_operators", doc="operators in the shared plan")
     queue_bytes = Stat(int, compute="_queue_bytes", unit="bytes", doc="bytes held by all queues")
+    queue_tuples = Stat(int, compute="_queue_tuples", unit="tuples", doc="tuples held by all queues")
+    queue_peak_bytes = Stat(int, compute="_queue_peak_bytes", unit="bytes",
+                            doc="largest bytes any single queue has held")
     tuples_in = Stat(int, compute="_tuples_in", unit="tuples", doc="input elements accepted")
     application_time = Stat(int | None, compute="_now", unit="ticks",
                             doc="largest input frontier (what the change history stamps writes with)")
@@ -34,8 +38,17 @@ class EngineSystem(SystemEntity):
     def _queue_bytes(self) -> int:
         return sum(q.bytes for q in self._engine.queues)
 
+    def _queue_tuples(self) -> int:
+        return sum(q.tuples for q in self._engine.queues)
+
+    def _queue_peak_bytes(self) -> int:
+        return max((q.peak_bytes for q in self._engine.queues), default=0)
+
     def _tuples_in(self) -> int:
         return sum(s.elements_in for s in self._engine.sources.values())
+
+    def _scheduler(self) -> str | None:
+        return None if self._engine.policy is None else self._engine.policy.id
 
     def _now(self) -> int | None:
         return self._engine.now()

@@ -163,6 +163,7 @@ class Policy(Entity, ABC):
                         doc="granularity: input items (batches or heartbeats) an operator consumes per run")
     unit = Knob(Literal["bytes", "tuples"], default="bytes",
                 doc="what memory estimates count (greedy, chain): queue bytes or queued tuples")
+    policy = Stat(str, compute=lambda self: self.name, doc="which policy this is (the system's policy knob)")
     picks = Stat(int, default=0, unit="picks", doc="scheduling decisions made")
     runs = Stat(int, default=0, unit="runs", doc="operator runs reported through on_ran")
 

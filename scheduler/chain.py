@@ -46,8 +46,8 @@ class ChainPolicy(Policy):
     An operator that has consumed no rows yet (``tuples_in == 0``, as the engine's operators report it) has
     default statistics (selectivity 1, the mean cost), not measurements: it runs first, once, so that its
     chart is measured before it is trusted. Otherwise a path charted from defaults can rank below a measured
-    one and never run (the benchmark's `greedy_trap`, seed 9: a 5% filter charted at selectivity 1 waited
-    through the other stream's burst, and Chain's peak was 1.4x what it is when measured).
+    one and never run (a selective filter charted at selectivity 1 waits through another stream's burst; the
+    benchmark case is in docs/scheduling.md).
     """
 
     name = "chain"

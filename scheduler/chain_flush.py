@@ -21,30 +21,24 @@ shorten, so they never start a flush.
 
 Costs. With a clock, the look-ahead uses what runs cost on that clock, measured by the policy on the runs it
 picked (``RunCosts``: clock time per row read, every run counted, those that only carried heartbeats
-included, and rows written per row read), not the operators' own statistics. On the engine those miss the
-runs that only carry heartbeats and the bookkeeping around each run (measured on
-``bench/scheduler_memory.py``: they account for 60-75% of the CPU time), and average per-run ratios, which
-operators that hold rows skew. Until an operator has been timed, its ``cost_ns_per_tuple`` x ``cost_scale``
-and ``selectivity`` are used (all the simulator's toy operators offer, so nothing changes there). A run costs
-per item read too (a batch or a heartbeat: the run's bookkeeping, an aggregate's release), measured on the
-runs that read no rows (``RunCosts.item_cost``) and charged to every waiting item besides its rows
-(``item_tail``: each item leads to one item at each operator below it). Spread over the rows instead, a
-backlog of the small items Chain leaves (it runs a cheap selective front operator on every arrival, a batch
-and its heartbeat apart, where FIFO reads them together) cost more than the average said, and heartbeats
-none: on ``bench/scheduler_memory.py`` the look-ahead was 10-50% short at the start of a flush.
+included, and rows written per row read), not the operators' own statistics, which miss the runs that only
+carry heartbeats and the bookkeeping around each run, and average per-run ratios that operators holding rows
+skew. Until an operator has been timed, its ``cost_ns_per_tuple`` x ``cost_scale`` and ``selectivity`` are
+used (all the simulator's toy operators offer). A run also costs per item read (a batch or a heartbeat: the
+run's bookkeeping, an aggregate's release), measured on the runs that read no rows (``RunCosts.item_cost``)
+and charged to every waiting item besides its rows (``item_tail``), because the backlog of small items Chain
+leaves costs more than its rows alone say.
 
-Work of a flush. Under load every operator of FIFO reads its full budget; Chain's runs on single items leave
-twice as many items downstream, and on the engine a run costs per run and per item, not only per row. A flush
-run in FIFO's order one item at a time did the same (``mixed_queries``, seed 7: 522 ms of work against FIFO's
-472, all of it the T path's aggregate and distinct, and its longest latency 199.6 ms against a bound of
-187.5). A flush therefore defers an operator that would read less than its budget while a candidate
-upstream of it can still feed it (``full_runs``): 483 ms, 178 ms.
+Work of a flush. A run costs per run and per item, not only per row, so a flush that moved the backlog one
+item at a time would do more work than FIFO, which reads a batch and its heartbeat together. A flush
+therefore defers an operator that would read less than its budget while a candidate upstream of it can still
+feed it (``full_runs``).
 
-Cost of deciding. The exact test reads every waiting item, so it costs in proportion to the backlog: on the
-engine with budget 2 it took 100-400 us per pick during bursts, ten times an operator run, and (although the
-benchmark's clock does not count it) slowed the operators' own runs by 20-50% through the caches. It now runs
-only when two cheap bounds cannot settle the pick, and a flush keeps its target until it is done or the clock
-has moved by the margin ``headroom * latency_bound``.
+Cost of deciding. The exact test reads every waiting item, so it costs in proportion to the backlog, and most
+when the processor is busiest. It runs only when two cheap bounds cannot settle the pick, and a flush keeps
+its target until it is done or the clock has moved by the margin ``headroom * latency_bound``.
+
+The measurements behind each of these choices are in docs/scheduling.md (Chain-Flush, and "Current figures").
 """
 
 from __future__ import annotations
@@ -129,14 +123,8 @@ class ChainFlushPolicy(ChainPolicy):
                       doc="converts cost_ns_per_tuple into clock units for the look-ahead; None: 1 with a "
                           "clock of the driver's, 0 with application time (which stands still during a run)")
     headroom = Knob(float, default=0.09, ge=0.0, lt=1.0,
-                    doc="flush once a batch is estimated to exceed (1 - headroom) * latency_bound, a margin "
-                        "for the error of measured costs (on bench/scheduler_memory.py 0.05 left greedy_trap "
-                        "seed 7 and mixed_queries seed 9 over the bound; 0.1 missed window_join seed 8 until "
-                        "the look-ahead followed a join's round-robin reads, see waiting(); since then 0.09 "
-                        "and 0.1 meet it on seeds 7-9, 0.085 does not, and more flushing holds more memory "
-                        "(0.1: Chain-Flush/Chain peak median 2.20 on seed 8, 0.09: 1.47). The outcome "
-                        "is not monotone in the margin: a join's cost rises with its windows while Chain "
-                        "starves it, which the costs measured on its earlier runs do not show)")
+                    doc="safety margin: flush once a batch is estimated to exceed (1 - headroom) * "
+                        "latency_bound, to absorb errors in the measured costs")
     flushes = Stat(int, default=0, unit="picks", doc="picks made in flush mode")
     scans = Stat(int, default=0, unit="scans", doc="full scans of every waiting item (the costly part of a pick)")
     held_flushes = Stat(int, default=0, unit="picks",
@@ -217,10 +205,8 @@ class ChainFlushPolicy(ChainPolicy):
         A queued item's position is its timestamp, except at an operator with several inputs: it reads them
         round robin, one item of each in turn whatever their timestamps, so the k-th item of an input is read
         after the first k-1 of every other input, and its position is the newest timestamp of the items read
-        up to its round. Placed at their own timestamps, a join's items of one input hid the work of the
-        other's newer items read with them: on ``bench/scheduler_memory.py`` window_join seed 8 (headroom
-        0.1) the look-ahead saw half the work ahead of the batch that came out 20.1 ms late against a bound
-        of 18.9 (18.2 ms since). A reader with ``stamps()`` (timestamp and rows of each pending item) gives
+        up to its round (placed at their own timestamps, a join's items of one input would hide the work of
+        the other's newer items read with them; docs/scheduling.md has the case). A reader with ``stamps()`` (timestamp and rows of each pending item) gives
         exact figures; otherwise all of a reader's pending rows are counted at its oldest
         timestamp, an over-estimate of the wait of its newer items (the bound still holds, at the price of
         flushing earlier than needed). Held rows come out once an item newer than them reaches their

@@ -167,3 +167,49 @@ def test_synopsis_bytes_match_tracemalloc_within_ten_percent():
     tracemalloc.stop()
     reported = syn.get("bytes")
     assert abs(reported - held) <= 0.10 * held, (reported, held)
+
+
+# ---------------------------------------------------------------- the system table and the policy's own table
+
+
+def test_the_system_table_offers_no_knob_that_does_nothing():
+    # memory_budget was never read and shedding dropped nothing: until overload handling gives them a
+    # meaning (issue 14) they are not knobs, so a write is refused instead of silently ignored
+    eng = Engine()
+    for knob, value in (("memory_budget", 1000), ("shedding", True)):
+        with pytest.raises(ControlTableError):
+            eng.set("sys:0", knob, value)
+    assert eng.system.get("scheduler") == "sched:0"
+
+
+def test_the_policy_budget_is_a_knob_of_sched_0_that_takes_effect():
+    eng, q = engine_with("SELECT * FROM S", policy="fifo")
+    for t in range(6):
+        eng.push("S", [{"k": t, "v": t}], ts=t)
+    pol = eng.entity("sched:0")
+    assert pol is eng.policy and pol.get("policy") == "fifo"
+    eng.set("sched:0", "budget", 4)
+    assert eng.run(max_steps=1) == 1
+    assert sum(op.get("tuples_in") for op in eng.ops) == 4          # one run read 4 input items, not 64
+    eng.set("sched:0", "budget", 1)
+    eng.run(max_steps=1)
+    assert sum(op.get("tuples_in") for op in eng.ops) == 5
+    with pytest.raises(ControlTableError):
+        eng.set("sched:0", "budget", 0)
+    assert [c.attr for c in eng.entity("sched:0").history()] == ["budget", "budget"]
+
+
+def test_chain_flush_knobs_are_reachable_and_a_new_policy_keeps_the_shared_ones():
+    eng, _ = engine_with("SELECT * FROM S", policy="chain_flush")
+    eng.set("sched:0", "latency_bound", 5.0)
+    eng.set("sched:0", "headroom", 0.2)
+    eng.set("sched:0", "budget", 3)
+    assert (eng.policy.latency_bound, eng.policy.headroom) == (5.0, 0.2)
+    with pytest.raises(ControlTableError):
+        eng.set("sched:0", "headroom", 1.5)
+    eng.set("sys:0", "policy", "chain")
+    pol = eng.entity("sched:0")
+    assert pol is eng.policy and pol.get("policy") == "chain" and pol.get("budget") == 3
+    with pytest.raises(ControlTableError):
+        eng.set("sched:0", "latency_bound", 5.0)                       # Chain has no latency bound
+    assert {e["id"] for e in eng.entities()} >= {"sys:0", "sched:0"}

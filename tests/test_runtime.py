@@ -1,4 +1,4 @@
-"""The server runtime in-process (dsms/runtime.py): fan-out with bounded readers and gap markers, overload,
+"""The server runtime in-process (dsms/runtime/): fan-out with bounded readers and gap markers, overload,
 recovery that rebuilds the same engine state, knob persistence, time slicing, MQTT isolation."""
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ async def settle(rt: Runtime) -> None:
     for _ in range(100_000):
         await asyncio.sleep(0)
         if rt.backlog() == 0 and not any(op.ready() and not op.output.full() for op in rt.engine.ops) \
-                and not rt._work.is_set():
+                and not rt.pump.work.is_set():
             await asyncio.sleep(0)
             return
     ready = [op.id for op in rt.engine.ops if op.ready()]
     raise AssertionError(f"engine did not settle: backlog {rt.backlog()}, ready {ready}, "
-                         f"pump woken {rt._work.is_set()}")
+                         f"pump woken {rt.pump.work.is_set()}")
 
 
 def test_slow_subscriber_gets_a_gap_and_never_blocks(tmp_path: Path) -> None:
@@ -203,12 +203,14 @@ def test_knobs_survive_a_restart(tmp_path: Path) -> None:
         ops = [e["id"] for e in rt.entities("q") if e["id"].startswith("op:")]
         rt.set_entity(ops[0], {"priority": 4})
         rt.set_system({"policy": "round_robin"})
+        rt.set_entity("sched:0", {"budget": 3})
         rt.set_query_retention("q", 7)
         await rt.stop()
         rt = make(tmp_path)
         await rt.start()
         assert rt.entity(ops[0])["priority"] == 4
         assert rt.system()["policy"] == "round_robin"
+        assert rt.entity("sched:0")["budget"] == 3 and rt.engine.policy.budget_items == 3
         assert rt.query_stats("q1")["retention"] == 7
         await rt.stop()
     run(main())
@@ -249,11 +251,11 @@ def test_engine_slices_leave_the_loop_free(tmp_path: Path) -> None:
         t = asyncio.create_task(ticker())
         for b in range(3000):
             await rt.ingest("s", {"k": [i % 7 for i in range(20)], "v": [float(i) for i in range(20)]}, b)
-        slices_before = rt.slices
+        slices_before = rt.pump.slices
         await settle(rt)
         done.set()
         await t
-        assert rt.slices - slices_before > 1 and ticks > 1
+        assert rt.pump.slices - slices_before > 1 and ticks > 1
         assert rt.runtime_stats()["engine"]["steps_per_slice"] >= 1
         await rt.stop()
     run(main())
@@ -346,5 +348,40 @@ def test_results_match_a_bare_engine(tmp_path: Path) -> None:
         await settle(rt)
         exp = [(e.ts, e.sign, tuple(sorted(e.row.items()))) for e in eq.drain()]
         assert sorted(flat(rt.states[qid].ring)) == sorted(exp)
+        await rt.stop()
+    run(main())
+
+
+def test_heartbeats_get_the_engines_verdicts(tmp_path: Path) -> None:
+    values = [5, 6.0, "1970-01-01T00:00:00.007Z", 1.5, True, "soon", 2**62 + 1, 2.0**60]
+
+    def verdicts(heartbeat) -> list[bool]:
+        out = []
+        for v in values:
+            try:
+                heartbeat(v)
+                out.append(True)
+            except InputError:
+                out.append(False)
+        return out
+
+    eng = Engine()
+    eng.execute("REGISTER STREAM s (a INT)")
+    want = verdicts(lambda v: eng.heartbeat(v, "s"))
+    assert want == [True, True, True, False, False, False, False, True]
+
+    async def main():
+        rt = make(tmp_path)
+        await rt.start()
+        rt.execute("REGISTER STREAM s (a INT)")
+        got = []
+        for v in values:
+            try:
+                await rt.heartbeat(v, "s")
+                got.append(True)
+            except InputError:
+                got.append(False)
+        assert got == want
+        assert rt.source_stats("s")["frontier"] == 2**60
         await rt.stop()
     run(main())

@@ -1,7 +1,8 @@
-"""``create_app``: the aiohttp Application of the HTTP API (SPEC section 7), with typed AppKeys.
+"""``create_app``: the aiohttp Application of the HTTP API (SPEC section 7).
 
-The app does not own the Runtime: the caller starts it before serving and stops it after (``dsms serve`` and
-the tests do), so the same app can be tested against a runtime in any state.
+The app does not own the Runtime: the caller starts it before serving and stops it after (``web.server.serve``
+and the tests do), so the same app can be tested against a runtime in any state. The AppKeys are in
+``web/keys.py``.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from aiohttp import web
 
 from dsms.config import Config
 from dsms.runtime import Runtime
+from web.keys import CONFIG, RUNTIME
+from web.middlewares import auth_middleware, error_middleware, size_middleware
+from web.routes import setup_routes
 
-RUNTIME: web.AppKey[Runtime] = web.AppKey("runtime", Runtime)
-CONFIG: web.AppKey[Config] = web.AppKey("config", Config)
+__all__ = ["create_app", "RUNTIME", "CONFIG"]
 
 
 def create_app(runtime: Runtime, config: Config | None = None) -> web.Application:
     """Build the application. ``client_max_size`` is the request size limit, so aiohttp itself refuses a
     larger body (413) before it is buffered."""
-    from web.middlewares import auth_middleware, error_middleware, size_middleware
-    from web.routes import setup_routes
-
     config = config or runtime.config
     app = web.Application(
         client_max_size=config.get("limits.request_bytes"),

@@ -2,7 +2,7 @@
 
 Every refusal is ``{"error": <short kind>, "detail": <what and why>, ...}`` with the matching status, so a
 client never has to parse HTML or guess: 400 bad input (with the element ``index``), 401 token, 404 unknown
-name, 405 method, 409 conflict or limit, 413 too large, 415 content type, 501 not available yet, 503
+name, 405 method, 409 conflict or limit, 413 too large, 415 content type, 503
 overloaded (with Retry-After). Anything unexpected is logged and becomes a 500 JSON body, never a traceback.
 """
 
@@ -20,8 +20,10 @@ from aiohttp import web
 from control_tables.errors import ControlTableError, NoSuchAttributeError, NoSuchEntityError
 from dsms.archive import ArchiveValueError
 from dsms.errors import CQLError, InputError, SchemaError
-from dsms.formats import UnsupportedMediaType
-from dsms.runtime import Conflict, LimitExceeded, NotFound, NotSupported, Overloaded, RuntimeFailure
+from dsms.formats import UnsupportedMediaType, jsonable
+from dsms.runtime import Conflict, LimitExceeded, NotFound, Overloaded, RuntimeFailure
+from web.describe import describe_result
+from web.keys import CONFIG, RUNTIME
 
 log = logging.getLogger("dsms.web")
 
@@ -38,10 +40,9 @@ def json_error(status: int, error: str, detail: str, headers: dict[str, str] | N
 
 
 def _count(request: web.Request, kind: str) -> None:
-    from web.app import RUNTIME
     rt = request.app.get(RUNTIME)
     if rt is not None:
-        rt.errors[f"http_{kind}"] += 1
+        rt.count_error(f"http_{kind}")
 
 
 def error_response(exc: BaseException) -> web.Response:
@@ -64,8 +65,6 @@ def error_response(exc: BaseException) -> web.Response:
         return json_error(exc.status, "limit exceeded", str(exc), **_partial(exc))
     if isinstance(exc, Overloaded):
         return json_error(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)})
-    if isinstance(exc, NotSupported):
-        return json_error(501, "not implemented", str(exc))
     if isinstance(exc, SchemaError):
         return json_error(400, "schema error", str(exc), line=getattr(exc, "line", None),
                           column=getattr(exc, "column", None), **_partial(exc))
@@ -88,14 +87,12 @@ def _partial(exc: BaseException) -> dict[str, Any]:
     """For a multi-statement request: which statement failed and what the ones before it created."""
     if getattr(exc, "statement", None) is None:
         return {}
-    from web.handlers.common import describe_result
     return {"statement": exc.statement, "done": [describe_result(r) for r in getattr(exc, "done", [])]}
 
 
 def _ct_extra(exc: ControlTableError) -> dict[str, Any]:
     d = exc.to_dict()
     d.pop("error", None)
-    from dsms.formats import jsonable
     return {k: jsonable(v) if isinstance(v, int | float | str | bool | type(None)) else repr(v) for k, v in d.items()}
 
 
@@ -130,7 +127,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 @web.middleware
 async def size_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Refuse a declared Content-Length over the limit before reading a byte of the body."""
-    from web.app import CONFIG
     limit = request.app[CONFIG].get("limits.request_bytes")
     if request.content_length is not None and request.content_length > limit:
         return json_error(413, "request entity too large",
@@ -157,7 +153,6 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     and never logged or echoed."""
     if request.method not in MUTATING:
         return await handler(request)
-    from web.app import CONFIG
     cfg = request.app[CONFIG]
     token = cfg.token
     if token is None:

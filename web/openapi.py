@@ -148,7 +148,7 @@ _RESULT_CONTENT = {
 
 def _paths() -> dict[str, Any]:
     p: dict[str, Any] = {}
-    p["/"] = {"get": _op("HTML page listing streams, relations and queries",
+    p["/"] = {"get": _op("The web GUI (docs/gui.md), with a plain listing of the catalog for browsers without scripts",
                          {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
                          tag="index")}
     p["/cql"] = {"post": _op(
@@ -241,35 +241,63 @@ def _paths() -> dict[str, Any]:
         {"200": {"description": "plan", "content": {"application/json": {"schema": {"type": "object"}},
                                                     "application/xml": {"schema": {"type": "string"}},
                                                     "text/plain": {"schema": {"type": "string"}}}},
-         "400": _err("bad format"), "404": _err("unknown query"), "501": _err("engine has no explain yet")},
+         "400": _err("bad format"), "404": _err("unknown query")},
         params=[_QID, _query_param("format", {"enum": ["json", "xml", "text"]}, "plan format (else by Accept)")],
         tag="queries")}
     p["/entities"] = {"get": _op(
         "Control tables of every entity, or of one query's",
         {"200": _json({"type": "object", "properties": {"entities": {"type": "array", "items": _ref("Entity")}}},
-                      "entities"), "404": _err("unknown query"), "501": _err("engine has no control tables yet")},
+                      "entities"), "404": _err("unknown query")},
         params=[_query_param("query", {"type": "string"}, "only the entities of this query")], tag="entities")}
     p["/entities/{id}"] = {
         "get": _op("One control table", {"200": _json(_ref("Entity"), "the control table"),
-                                         "404": _err("unknown entity"), "501": _err("not available yet")},
+                                         "404": _err("unknown entity")},
                    params=[_EID, _query_param("history", {"type": "boolean"}, "include the change history")],
                    tag="entities"),
         "patch": _op("Write knobs (validated; all or nothing)",
                      {"200": _json(_ref("Entity"), "the control table after the write"),
                       "400": _err("refused write: why, and what is allowed"),
-                      "404": _err("unknown entity or attribute"), "501": _err("not available yet")},
+                      "404": _err("unknown entity or attribute")},
                      mutating=True, params=[_EID], tag="entities",
                      body={"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}),
     }
     p["/system"] = {
-        "get": _op("System control table (scheduler policy, memory budget, shedding) and global statistics",
+        "get": _op("System control table (scheduler policy, global statistics) and global statistics",
                    {"200": _json({"type": "object"}, "system")}, tag="system"),
         "patch": _op("Write system knobs", {"200": _json({"type": "object"}, "after the write"),
-                                            "400": _err("refused write"), "404": _err("unknown attribute"),
-                                            "501": _err("not available yet")},
+                                            "400": _err("refused write"), "404": _err("unknown attribute")},
                      mutating=True, tag="system",
                      body={"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}),
     }
+    p["/entities/{id}/attributes"] = {"get": _op(
+        "One control table for an editor: per attribute its kind (stat|knob), type, unit, range, choices, "
+        "default, description and value; and the change history",
+        {"200": _json({"type": "object", "properties": {
+            "id": {"type": "string"}, "kind": {"type": "string"},
+            "attributes": {"type": "array", "items": {"type": "object"}},
+            "history": {"type": "array", "items": {"type": "object"}}}}, "the control table described"),
+         "404": _err("unknown entity")}, params=[_EID], tag="entities")}
+    p["/stats/stream"] = {"get": _op(
+        "Live statistics for the GUI as server-sent events: the overview (system table, sources with rates, "
+        "queries with result rate, lag and exact/approximate, memory), or one query's entities",
+        {"200": {"description": "one 'data:' JSON snapshot per interval; 'event: end' when the query is dropped",
+                 "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+         "400": _err("bad parameter"), "404": _err("unknown query")},
+        params=[_query_param("query", {"type": "string"}, "one query's plan entities instead of the overview"),
+                _query_param("interval_ms", {"type": "integer", "minimum": 50, "default": 250},
+                             "time between snapshots"),
+                _query_param("follow", {"type": "boolean", "default": True}, "false: one snapshot, then end")],
+        tag="stats")}
+    p["/stats/history"] = {"get": _op(
+        "Sampled memory over the last minutes (one sample a second): totals, or each queue and synopsis of "
+        "one query",
+        {"200": _json({"type": "object", "properties": {
+            "period_s": {"type": "number"}, "t": {"type": "array", "items": {"type": "integer"}},
+            "series": {"type": "object", "additionalProperties": {"type": "array"}},
+            "kinds": {"type": "object", "additionalProperties": {"enum": ["queue", "synopsis"]}}}},
+            "times (ms since the epoch) and one series of bytes per name"),
+         "404": _err("unknown query")},
+        params=[_query_param("query", {"type": "string"}, "this query's queues and synopses")], tag="stats")}
     p["/metrics"] = {"get": _op("Prometheus text format", {"200": {"description": "metrics", "content": {
         "text/plain": {"schema": {"type": "string"}}}}}, tag="metrics")}
     p["/openapi.json"] = {"get": _op("This document", {"200": _json({"type": "object"}, "OpenAPI 3.1")},

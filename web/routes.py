@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from web.handlers import cql, entities, index, metrics, openapi, queries, relations, streams, system
+from web.handlers import (
+    attributes,
+    cql,
+    entities,
+    gui,
+    index,
+    metrics,
+    openapi,
+    queries,
+    relations,
+    stats,
+    streams,
+    system,
+)
 
 ROUTES: list[tuple[str, str, object]] = [
     ("GET", "/", index.index),
@@ -29,8 +42,11 @@ ROUTES: list[tuple[str, str, object]] = [
     ("GET", "/entities", entities.list_entities),
     ("GET", "/entities/{id}", entities.get_entity),
     ("PATCH", "/entities/{id}", entities.patch_entity),
+    ("GET", "/entities/{id}/attributes", attributes.get_attributes),
     ("GET", "/system", system.get_system),
     ("PATCH", "/system", system.patch_system),
+    ("GET", "/stats/stream", stats.stream),
+    ("GET", "/stats/history", stats.history),
     ("GET", "/metrics", metrics.get_metrics),
     ("GET", "/openapi.json", openapi.get_openapi),
 ]
@@ -39,3 +55,4 @@ ROUTES: list[tuple[str, str, object]] = [
 def setup_routes(app: web.Application) -> None:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)  # type: ignore[arg-type]
+    gui.setup(app)

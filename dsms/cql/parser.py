@@ -27,6 +27,7 @@ from lark.lexer import PatternStr
 
 from dsms.cql import ast
 from dsms.errors import CQLError
+from dsms.types import INT64_MAX
 
 __all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS",
            "COLUMN_TYPES"]
@@ -55,7 +56,6 @@ AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 MQTT_FORMATS = frozenset({"JSON", "MSGPACK"})
 SHOW_KINDS = ("STREAMS", "RELATIONS", "VIEWS", "QUERIES")
 
-_INT64_MAX = 2**63 - 1
 
 # Words that may never be used as a name, even where lark's contextual lexer would read them as one. Without
 # this, `SELECT FROM S` would read FROM as a column and S as its alias, and the error would come too late.
@@ -146,6 +146,12 @@ def parse_expr(text: str) -> ast.Expr:
 def _run(text: str, start: str):
     if not isinstance(text, str):
         raise CQLError(f"CQL text must be a string, not {type(text).__name__}")
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        # a lone surrogate (from a JSON "\ud800" escape) is not a character: persisted in the catalog it made
+        # every later page that shows the text fail to encode, so it is refused before anything is registered
+        raise CQLError(f"U+{ord(bad.group()):04X} is a lone surrogate, not a character; CQL text must be valid "
+                       "Unicode", *_line_col(text, bad.start()))
     try:
         tree = _LARK.parse(text, start=start)
         return _ToAst().transform(tree)
@@ -229,6 +235,37 @@ def _suggest(word: str, expected: set[str]) -> str | None:
     if not match and len(word) >= 4:
         match = difflib.get_close_matches(word.upper(), sorted(KEYWORDS), n=1, cutoff=0.8)
     return match[0] if match else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mqtt_topic_problem(topic: str, *, publish: bool) -> str | None:
+    """Why ``topic`` cannot work as an MQTT topic filter (FROM MQTT) or, with ``publish``, a topic name
+    (PUBLISH TO MQTT), or None. MQTT 3.1.1 section 4.7: a topic is 1 to 65535 bytes of UTF-8 without NUL;
+    in a filter ``#`` is a whole last level and ``+`` a whole level; a topic name holds no wildcard.
+
+    >>> mqtt_topic_problem("sensors/+/temp", publish=False), mqtt_topic_problem("a/#/b", publish=False)
+    (None, "'#' must be the last level of a topic filter, alone")
+    """
+    if not topic:
+        return "an MQTT topic must not be empty"
+    if "\0" in topic:
+        return "an MQTT topic must not contain NUL"
+    size = len(topic.encode("utf-8", "surrogatepass"))
+    if size > 65535:
+        return f"an MQTT topic is at most 65535 bytes of UTF-8, this one is {size}"
+    if publish:
+        if "+" in topic or "#" in topic:
+            return "a topic to publish to must not contain the wildcards '+' or '#'"
+        return None
+    levels = topic.split("/")
+    for i, level in enumerate(levels):
+        if "#" in level and (level != "#" or i != len(levels) - 1):
+            return "'#' must be the last level of a topic filter, alone"
+        if "+" in level and level != "+":
+            return "'+' must be a whole level of a topic filter"
+    return None
 
 
 def _line_col(text: str, index: int) -> tuple[int, int]:
@@ -364,8 +401,8 @@ def _string_value(token: Token) -> str:
 
 def _int_value(token: Token) -> int:
     value = int(token.value)
-    if value > _INT64_MAX:
-        raise _err(f"integer {token.value} is out of range (at most {_INT64_MAX})", token)
+    if value > INT64_MAX:
+        raise _err(f"integer {token.value} is out of range (at most {INT64_MAX})", token)
     return value
 
 
@@ -476,6 +513,9 @@ class _ToAst(Transformer_NonRecursive):
                 fmt = part.value
             else:
                 ts_field = part.value
+        problem = mqtt_topic_problem(_string_value(topic), publish=False)
+        if problem is not None:
+            raise _err(f"{problem}: {_string_value(topic)[:80]!r}", topic)
         return ast.MqttSource(_string_value(topic), fmt, ts_field, pos=_pos(meta))
 
     def mqtt_format(self, meta, children):
@@ -489,6 +529,9 @@ class _ToAst(Transformer_NonRecursive):
         return _Clause("timestamp", children[0].value)
 
     def publish(self, meta, children):
+        problem = mqtt_topic_problem(_string_value(children[0]), publish=True)
+        if problem is not None:
+            raise _err(f"{problem}: {_string_value(children[0])[:80]!r}", children[0])
         return _string_value(children[0])
 
     # -------------------------------------------------------- queries
@@ -688,7 +731,7 @@ class _ToAst(Transformer_NonRecursive):
         if ticks != ticks.to_integral_value():
             raise _err(f"{number.value}{' ' + unit[0].value if unit else ''} is not a whole number of "
                        "milliseconds", number)
-        if ticks > _INT64_MAX:
+        if ticks > INT64_MAX:
             raise _err(f"duration {number.value} is out of range", number)
         return int(ticks)
 

@@ -7,8 +7,9 @@ columns.
 
 A compiled expression is a tree of closures ``fn(cols, n) -> array``; each node type-checks its children once,
 at compile time, and at run time does one numpy operation per node over the whole batch. Strings (STRING is a
-numpy object array of Python ``str``) go through a comprehension where numpy has no vectorised form (LIKE,
-LOWER, UPPER, LENGTH, ``||``). Sub-trees that read no column are folded to a constant at compile time.
+numpy object array of Python ``str``) go through a comprehension where numpy has no vectorised form (LOWER,
+UPPER, LENGTH, ``||``); LIKE is matched by :mod:`dsms.expr.like`, in time linear in the string. Sub-trees
+that read no column are folded to a constant at compile time.
 
 Typing and run-time choices (dsms has no NULL, and a stream engine cannot stop on one bad row):
 
@@ -31,8 +32,6 @@ offending node carries a position.
 
 from __future__ import annotations
 
-import datetime as _dt
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -57,20 +56,17 @@ from dsms.cql.ast import (
     UnaryOp,
 )
 from dsms.errors import SchemaError
+from dsms.expr.like import like_column
+from dsms.types import BOOLEAN, FLOAT, INT, STRING, TIMESTAMP, coerce_value, iso_ticks, numpy_dtype
+from dsms.types import DTYPES as _DTYPES
 
 __all__ = [
     "CompiledExpr", "Resolver", "coerce_value", "compile_expr", "compile_predicate", "infer_type",
-    "iso_ticks", "like_regex", "numpy_dtype",
+    "iso_ticks", "numpy_dtype",
 ]
 
-INT, FLOAT, STRING, BOOLEAN, TIMESTAMP = "INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP"
 NUMERIC = frozenset({INT, FLOAT, TIMESTAMP})
-_DTYPES = {
-    INT: np.dtype(np.int64), TIMESTAMP: np.dtype(np.int64), FLOAT: np.dtype(np.float64),
-    BOOLEAN: np.dtype(np.bool_), STRING: np.dtype(object),
-}
 _ZERO = {INT: 0, TIMESTAMP: 0, FLOAT: 0.0, BOOLEAN: False, STRING: ""}
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 Resolver = Callable[[ColumnRef], tuple[str, str]]
 """Maps a column reference to (column key in the batch, TYPE); raises SchemaError itself for unknown names."""
@@ -149,92 +145,6 @@ def infer_type(expr: Expr, resolve: Resolver) -> str:
     'FLOAT'
     """
     return _compile(expr, resolve).type
-
-
-def numpy_dtype(type_: str) -> np.dtype:
-    """The numpy dtype that holds a column of CQL type ``type_``.
-
-    >>> numpy_dtype("TIMESTAMP"), numpy_dtype("STRING")
-    (dtype('int64'), dtype('O'))
-    """
-    try:
-        return _DTYPES[type_.upper()]
-    except KeyError:
-        raise SchemaError(f"unknown type {type_!r} (expected one of {', '.join(_DTYPES)})") from None
-
-
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-
-
-def iso_ticks(text: str) -> int:
-    """Milliseconds since the epoch of an ISO 8601 date-time (no zone means UTC; below a millisecond is cut
-    toward the past); ValueError when ``text`` is not one. SPEC section 6 lets input give timestamps this way.
-
-    >>> iso_ticks("1970-01-01T00:00:01.5Z"), iso_ticks("1970-01-01 01:00:00+01:00")
-    (1500, 0)
-    """
-    s = text.strip()
-    if s.endswith(("Z", "z")):
-        s = s[:-1] + "+00:00"
-    d = _dt.datetime.fromisoformat(s)
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=_dt.UTC)
-    delta = d - _EPOCH
-    return (delta.days * 86_400_000) + delta.seconds * 1000 + delta.microseconds // 1000
-
-
-def coerce_value(value: object, type_: str) -> object:
-    """Check one input value against a column type and return it as the Python value stored for it.
-
-    ``bool`` is not accepted as an INT (nor as a FLOAT), an ``int`` is accepted for a FLOAT, a ``float`` is not
-    accepted for an INT. A TIMESTAMP is an integer (milliseconds) or an ISO 8601 string, stored as milliseconds
-    since the epoch (SPEC section 6 lets input give timestamps either way). A wrong kind of value raises
-    TypeError, an INT outside 64 bits or a string that is no date-time raises ValueError.
-
-    >>> coerce_value(3, "FLOAT"), coerce_value(-2, "TIMESTAMP"), coerce_value("x", "STRING")
-    (3.0, -2, 'x')
-    >>> coerce_value("1970-01-01T00:00:02Z", "TIMESTAMP")
-    2000
-    >>> coerce_value(2.0, "INT")                # JSON has one number type; 1.5 is refused
-    2
-    >>> coerce_value(True, "INT")
-    Traceback (most recent call last):
-    ...
-    TypeError: expected INT, got bool True
-    """
-    t = type_.upper()
-    if t not in _DTYPES:
-        raise ValueError(f"unknown type {type_!r} (expected one of {', '.join(_DTYPES)})")
-    if t == BOOLEAN:
-        if isinstance(value, bool | np.bool_):
-            return bool(value)
-    elif isinstance(value, bool | np.bool_):
-        pass                                            # a bool is neither a number nor a string here
-    elif t in (INT, TIMESTAMP):
-        if t == TIMESTAMP and isinstance(value, str):
-            try:
-                value = iso_ticks(value)
-            except ValueError:
-                raise ValueError(f"TIMESTAMP value {value!r} is neither an integer nor an ISO 8601 date-time"
-                                 ) from None
-        if isinstance(value, float | np.floating) and np.isfinite(value) and float(value).is_integer():
-            value = int(value)                          # JSON has one number type: 2.0 is the number 2
-        if isinstance(value, int | np.integer):
-            v = int(value)
-            if not _INT64_MIN <= v <= _INT64_MAX:
-                raise ValueError(f"{t} value {v} does not fit in 64 bits")
-            return v
-    elif t == FLOAT:
-        if isinstance(value, float | np.floating):
-            return float(value)
-        if isinstance(value, int | np.integer):
-            try:
-                return float(value)
-            except OverflowError:
-                raise ValueError(f"FLOAT value {value} is too large") from None
-    elif isinstance(value, str):                        # STRING
-        return str(value)
-    raise TypeError(f"expected {t}, got {type(value).__name__} {value!r}")
 
 
 # ---------------------------------------------------------------- helpers
@@ -539,27 +449,6 @@ def _between(e: Between, resolve: Resolver) -> CompiledExpr:
     return _node(BOOLEAN, (x, lo, hi), text, between)
 
 
-def like_regex(pattern: str, escape: str | None = None) -> re.Pattern[str]:
-    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal; the
-    character after ``escape`` (``ESCAPE 'c'``; none by default, as in the SQL standard) is literal.
-
-    >>> bool(like_regex("a.c%").fullmatch("a.cd")), bool(like_regex("a.c%").fullmatch("abcd"))
-    (True, False)
-    >>> bool(like_regex("50!%", "!").fullmatch("50%")), bool(like_regex("50!%", "!").fullmatch("500"))
-    (True, False)
-    """
-    parts, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == escape and i + 1 < len(pattern):
-            parts.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    return re.compile("".join(parts), re.DOTALL)
-
-
 def _like(e: Like, resolve: Resolver) -> CompiledExpr:
     x = _compile(e.expr, resolve)
     label = "NOT LIKE" if e.negated else "LIKE"
@@ -569,11 +458,11 @@ def _like(e: Like, resolve: Resolver) -> CompiledExpr:
         raise SchemaError(f"{_at(e.pattern) or _at(e)}the pattern of {label} must be a string literal")
     pattern = _literal(e.pattern, resolve)
     escape = getattr(e, "escape", None)
-    match = like_regex(str(e.pattern.value), escape).fullmatch
+    match = like_column(str(e.pattern.value), escape)
     xf, negated = x.fn, e.negated
 
     def like(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
-        out = np.fromiter((match(s) is not None for s in xf(cols, n)), dtype=np.bool_, count=n)
+        out = match(xf(cols, n))
         return ~out if negated else out
     esc = f" ESCAPE {_literal_text(escape, STRING)}" if escape else ""
     return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}{esc}", like)

@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 
 from dsms.errors import InputError
-from dsms.expr.compile import iso_ticks
+from dsms.types import to_ticks
 
 __all__ = [
     "Decoded", "InputError", "parse_ts", "decode_input", "media_type", "ENCODERS", "Encoder",
     "INPUT_TYPES", "UnsupportedMediaType", "element_json", "jsonable",
 ]
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class UnsupportedMediaType(ValueError):
@@ -81,31 +80,16 @@ def iso_text(ts: int) -> str:
 
 
 def parse_ts(value: Any, index: int | None = None) -> int:
-    """A timestamp from the wire: an integer (milliseconds), an ISO 8601 string (converted to milliseconds
-    since the epoch; no zone means UTC), or a msgpack Timestamp.
+    """A timestamp from the wire (``dsms.types.to_ticks``: an integer, a whole float, an ISO 8601 string or a
+    msgpack Timestamp, as milliseconds); InputError naming the element otherwise.
 
     >>> parse_ts(7), parse_ts("1970-01-01T00:00:01.5Z")
     (7, 1500)
     """
-    if isinstance(value, bool):
-        raise InputError(f"ts must be an integer or an ISO 8601 string, not {value!r}", index=index)
-    if isinstance(value, int | np.integer):
-        v = int(value)
-        if not _INT64_MIN <= v <= _INT64_MAX:
-            raise InputError(f"ts {v} does not fit in 64 bits", index=index)
-        return v
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return iso_ticks(value)
-        except ValueError:
-            raise InputError(f"ts {value!r} is not an ISO 8601 date-time", index=index) from None
-    to_unix_nano = getattr(value, "to_unix_nano", None)   # msgpack.Timestamp
-    if to_unix_nano is not None:
-        return int(to_unix_nano()) // 1_000_000
-    raise InputError(f"ts must be an integer or an ISO 8601 string, not {type(value).__name__} {value!r}",
-                     index=index)
+    try:
+        return to_ticks(value)
+    except (TypeError, ValueError) as e:
+        raise InputError(str(e), index=index) from None
 
 
 def _ts_column(values: Any) -> np.ndarray:
@@ -229,7 +213,11 @@ class _Builder:
         if not isinstance(cols, Mapping) or not cols:
             raise InputError("'cols' must be a non-empty object of column lists", index=k)
         n = None
+        seen: dict[str, Any] = {}
         for c, v in cols.items():
+            if seen.setdefault(str(c).lower(), c) is not c:   # case-insensitive names, as row elements have
+                raise InputError(f"column '{c}' given twice (as '{seen[str(c).lower()]}' and '{c}'; column names "
+                                 "are case-insensitive)", index=k)
             if isinstance(v, str | bytes | Mapping) or not isinstance(v, Sequence | np.ndarray):
                 raise InputError(f"column '{c}' of a columnar batch must be a list", index=k)
             if n is not None and len(v) != n:

@@ -64,12 +64,20 @@ def _loads(text: str, index: int | None, where: str = "") -> Any:
         raise InputError(f"{where}not acceptable JSON: {type(e).__name__}: {str(e)[:200]}", index=index) from None
 
 
+def parse_json(body: bytes, what: str = "body") -> Any:
+    """One JSON document from UTF-8 bytes (the HTTP body, an MQTT payload); InputError saying why not."""
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what} is not UTF-8 (byte {e.start})") from None
+    if not text.strip():
+        raise InputError(f"the {what} is empty")
+    return _loads(text, None, f"{what} is ")
+
+
 def decode_json(body: bytes, b: Any) -> None:
     """One JSON document: an array of items, or a single item."""
-    text = _text(body)
-    if not text.strip():
-        raise InputError("the body is empty")
-    doc = _loads(text, None, "body is ")
+    doc = parse_json(body)
     if isinstance(doc, list):
         for item in doc:
             b.add(item)

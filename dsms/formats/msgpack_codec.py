@@ -24,6 +24,18 @@ from dsms.errors import InputError
 __all__ = ["decode_msgpack", "encode_columnar"]
 
 
+def unpack_one(body: bytes, what: str = "body") -> Any:
+    """Exactly one msgpack object (an MQTT payload), with the options of ``decode_msgpack``; InputError
+    saying why not."""
+    if not body:
+        raise InputError(f"the {what} is empty")
+    try:
+        return msgpack.unpackb(body, raw=False, strict_map_key=False, timestamp=0)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError,
+            msgpack.OutOfData, RecursionError, MemoryError) as e:
+        raise InputError(f"{what} is not valid msgpack: {type(e).__name__}: {str(e)[:200]}") from None
+
+
 def decode_msgpack(body: bytes, b: Any) -> None:
     """Feed every item of ``body`` to the builder ``b``."""
     if not body:

@@ -241,7 +241,10 @@ def decode_xml(body: bytes, b: Any, schema: Sequence[tuple[str, str]]) -> None:
         stack.pop()
         if depth == 3:
             col = state["col"]
-            state["item"]["row"][col] = _convert("".join(state["text"]), types.get(col.lower()), col, b.items)
+            row = state["item"]["row"]
+            if any(c.lower() == col.lower() for c in row):   # names are case-insensitive; never last-one-wins
+                raise InputError(f"column '{col}' given twice", index=b.items)
+            row[col] = _convert("".join(state["text"]), types.get(col.lower()), col, b.items)
             state["col"] = None
         elif depth == 2:
             item = state["item"]

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from control_tables import Stat
 from dsms.batch import Batch, from_rows
 from dsms.operators.base import FinalInstantsOperator
+from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import deep_bytes
 from synopses.extreme import ExtremeBag
@@ -87,6 +89,8 @@ class _Group:
 
 class AggregateOp(FinalInstantsOperator):
     kind = "aggregate"
+    int_overflows = Stat(int, default=0, unit="rows",
+                         doc="result rows left out because an INT SUM was outside int64 (an error, never wrapped)")
 
     def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
                  dtypes: list) -> None:
@@ -97,6 +101,8 @@ class AggregateOp(FinalInstantsOperator):
         self.group = group
         self.aggs = aggs
         self.arg_types = arg_types      # type of each aggregate's argument (None for COUNT(*))
+        self.overflow_errors: list[str] = []     # for Query.drain to raise (dsms/operators/int_sums.py)
+        self._int_sums = [j for j, (f, _, _) in enumerate(aggs) if f == "SUM" and arg_types[j] != "FLOAT"]
         self.dtypes = dtypes
         self.groups: dict[tuple, _Group] = {}
         self.synopses = [StateSynopsis("groups", lambda: len(self.groups),
@@ -162,9 +168,19 @@ class AggregateOp(FinalInstantsOperator):
             n = g.count
         if isinstance(total, _FloatSum):
             total = total.value()
-        elif func == "SUM":       # INT: the exact sum, wrapped into int64 as INT arithmetic wraps (contract)
-            return (total + 2**63) % 2**64 - 2**63
         return total if func == "SUM" else total / n
+
+    def _fitting(self, row: tuple | None, t: int | None) -> tuple | None:
+        """``row``, or None if one of its INT SUMs is outside int64 (reported when ``t``, the instant it would
+        be inserted at, is given)."""
+        if row is None:
+            return None
+        k = len(self.group)
+        bad = [j for j in self._int_sums if not fits(row[k + j])]
+        if t is not None:
+            for j in bad:
+                report(self, j, row[k + j], t)
+        return None if bad else row
 
     def _row(self, key: tuple, g: _Group) -> tuple:
         return key + tuple(self._value(g, j) for j in range(len(self.aggs)))
@@ -188,6 +204,8 @@ class AggregateOp(FinalInstantsOperator):
                 new = self._row(key, g) if g is not None else None
                 if old == new or _same(old, new):
                     continue
+                if self._int_sums:           # a row whose INT SUM left int64 is neither inserted nor deleted
+                    old, new = self._fitting(old, None), self._fitting(new, t)
                 if old is not None:
                     out_ts.append(t)
                     out_sign.append(-1)

@@ -142,9 +142,8 @@ class Operator(Entity):
 
         A run that neither read nor wrote a row (it only forwarded a heartbeat) is left out of the totals: it
         says nothing about the cost of a row, and a silent source sends a heartbeat every few milliseconds,
-        so counted it would age the rows out of the totals while its time stayed in them (the benchmark's
-        ``window_join``: a 40% filter read at 4,700-6,200 ns a row after its stream's silence, ten times its
-        cost, and Chain ranked it below the join's chain while the stream's next burst waited unfiltered)."""
+        so counted it would age the rows out of the totals while its time stayed in them, and a cheap filter
+        would read as costly after its stream's silence (the benchmark case is in docs/scheduling.md)."""
         self.batches_in += 1
         self.tuples_in += rows_in
         self.tuples_out += rows_out

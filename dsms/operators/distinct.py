@@ -4,7 +4,7 @@ Source: digest-004 R-PLAN-04; digest-003 section 3.1 (per-chunk distinct is wron
 whole relation). ``RowCounts`` is the vectorised state that δ and the set operations share: each distinct row
 has a dense id (``synopses.rowcodes.RowIds``) and one count array per input side, and a whole batch of signed
 deltas is folded in with per-row cumulative sums, giving each delta's count before and after it exactly as a
-row-at-a-time loop in arrival order would. ``DistinctRowOp`` is that loop, kept as the benchmark's baseline.
+row-at-a-time loop in arrival order would (that loop is the benchmark's baseline, in bench/row_at_a_time.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dsms.batch import Batch, from_rows
+from dsms.batch import Batch
 from dsms.operators.base import Operator
 from dsms.queues import Queue
-from synopses.base import deep_bytes
 from synopses.rowcodes import RowIds
 from synopses.state import StateSynopsis
 
@@ -142,42 +141,3 @@ class DistinctOp(Operator):
     def on_batch(self, i: int, batch: Batch) -> None:
         if len(batch):
             emit_changes(self, batch, self.table.changes(batch.cols, [batch.sign.astype(np.int64)], _positive))
-
-
-class DistinctRowOp(Operator):
-    """δ one row at a time with a dict of row tuples -> counts (the baseline ``DistinctOp`` is measured
-    against in bench/operators.py)."""
-
-    kind = "distinct"
-
-    def __init__(self, inp: Queue, out: Queue, dtypes: list) -> None:
-        super().__init__([inp], out)
-        self.counts: dict[tuple, int] = {}
-        self.dtypes = dtypes
-        self.synopses = [StateSynopsis("distinct rows", lambda: len(self.counts),
-                                       lambda: deep_bytes(self.counts))]
-
-    @property
-    def size(self) -> int:
-        return len(self.counts)
-
-    def on_batch(self, i: int, batch: Batch) -> None:
-        counts = self.counts
-        out_ts, out_sign, out_rows = [], [], []
-        for t, s, row in zip(batch.ts.tolist(), batch.sign.tolist(), batch.rows()):
-            old = counts.get(row, 0)
-            new = old + s
-            if new:
-                counts[row] = new
-            else:
-                del counts[row]
-            if old == 0 and new > 0:
-                out_ts.append(t)
-                out_sign.append(1)
-                out_rows.append(row)
-            elif old > 0 and new == 0:
-                out_ts.append(t)
-                out_sign.append(-1)
-                out_rows.append(row)
-        if out_rows:
-            self.emit(from_rows(out_ts, out_sign, out_rows, self.dtypes))

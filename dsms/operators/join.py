@@ -1,12 +1,13 @@
-"""Join (⋈) of two relations given as delta streams: a symmetric hash join, vectorised per release of deltas.
+"""Join (⋈) of two relations given as delta streams: a symmetric join (STREAM's symmetric hash join, with each
+side indexed by sorted key runs instead of a hash table), vectorised per release of deltas.
 
 Source: digest-004 R-PLAN-06 (one synopsis per input, hashed on the join key) and P-14 (deletes retract
 results); digest-002a section 2.15 (the positive/negative approach): Δ(L ⋈ R) = ΔL ⋈ R + L' ⋈ ΔR.
 
 The binary base releases the deltas of both sides up to the common frontier. Each side's state is a
-``HashIndexSynopsis`` (rows in arrival order, found by key through sorted index runs; see its module): probes
-are located by binary search, or by lookup when the codes span a small range, and the matching pairs gathered
-with index arithmetic, so a release costs in proportion to the release, not to the rows held. A release is
+``SortedRunIndexSynopsis`` (rows in arrival order, found by key through sorted index runs; see its module):
+probes are located by binary search, or by lookup when the codes span a small range, and the matching pairs
+gathered with index arithmetic, so a release costs in proportion to the release, not to the rows held. A release is
 applied in one of two ways:
 
 - **First in, first out, by lifetimes** (the usual case: windows over streams, whose deletes retract rows first in, first out). Each
@@ -46,8 +47,8 @@ from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
-from synopses.hash_index import LIVE, OLD, HashIndexSynopsis, Release, expand
 from synopses.rowcodes import row_codes
+from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
 
 class JoinOp(BinaryOperator):
@@ -64,7 +65,7 @@ class JoinOp(BinaryOperator):
         self.keys = (tuple(left_keys), tuple(right_keys))
         self.predicate = predicate
         self.dtypes = dtypes
-        self.sides = (HashIndexSynopsis(), HashIndexSynopsis())
+        self.sides = (SortedRunIndexSynopsis(), SortedRunIndexSynopsis())
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
         self.windows: list[RangeWindowOp | None] = [None, None]
@@ -188,7 +189,7 @@ class JoinOp(BinaryOperator):
     def process(self, parts: dict[int, Batch | tuple[Batch | None, Batch | None]]) -> None:
         """Apply the released deltas of each side: a batch of signed rows, or a fused window's deletes and
         inserts. A window that retracts in order needs no matching of its deletes with the rows they retract
-        (``HashIndexSynopsis.match_ordered``); other deletes are matched value for value, and when they do not
+        (``SortedRunIndexSynopsis.match_ordered``); other deletes are matched value for value, and when they do not
         match first in, first out the release is applied as signed rows."""
         rels = []
         for side in (0, 1):

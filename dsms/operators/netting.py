@@ -277,6 +277,12 @@ class ChangelogOp(NettingOperator):
     def _held_bytes(self) -> int:
         return super()._held_bytes() + (deep_bytes(self.born) if self.born else 0)
 
+    def keep_contents(self) -> None:
+        """Keep the relation from now on: a view (or named query) now shares this sink, built for a query
+        nobody reads by name, and its later readers start from its contents. The planner shares a sink only
+        before any input reached it, so there is nothing it should have kept already."""
+        self.needs_rows = True
+
     def _count(self, row: tuple, d: int, t: int) -> None:
         c = self.state.get(row, 0) + d
         if c > 0:

@@ -22,6 +22,7 @@ import numpy as np
 from control_tables import Stat
 from dsms.batch import Batch
 from dsms.operators.base import FinalInstantsOperator
+from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
 from synopses.float_sums import FloatSums, running
@@ -39,6 +40,8 @@ def vectorisable(aggs) -> bool:
 class VectorAggregateOp(FinalInstantsOperator):
     kind = "aggregate"
     groups_live = Stat(int, compute="_groups_live", name="groups", doc="groups with at least one row")
+    int_overflows = Stat(int, default=0, unit="rows",
+                         doc="result rows left out because an INT SUM was outside int64 (an error, never wrapped)")
 
     def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
                  dtypes: list) -> None:
@@ -49,6 +52,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.group = group
         self.aggs = aggs
         self.dtypes = dtypes
+        self.overflow_errors: list[str] = []     # for Query.drain to raise (dsms/operators/int_sums.py)
         # distinct argument columns that need a running sum
         self.sum_cols = sorted({a for f, a, _ in aggs if f in ("SUM", "AVG")})
         self.sum_float = {a: arg_types[j] == "FLOAT" for j, (f, a, _) in enumerate(aggs) if a in self.sum_cols}
@@ -208,6 +212,14 @@ class VectorAggregateOp(FinalInstantsOperator):
             changed |= differ
         dele = changed & (old_cnt > 0)
         ins = changed & (new_cnt > 0)
+        for j, (f, _, _) in enumerate(self.aggs):
+            if f == "SUM" and new_vals[j].dtype == object:    # exact INT sums: rows outside int64 are left out
+                bad_new = ~np.fromiter(map(fits, new_vals[j].tolist()), dtype=bool, count=len(ends))
+                bad_old = ~np.fromiter(map(fits, old_vals[j].tolist()), dtype=bool, count=len(ends))
+                for k in np.flatnonzero(bad_new & ins).tolist():
+                    report(self, j, new_vals[j][k], int(seg_t[k]))
+                ins &= ~bad_new
+                dele &= ~bad_old
         if not (dele.any() or ins.any()):
             return
         # segments are in (group, instant) order; a stable sort by instant gives (instant, group) order,
@@ -222,8 +234,6 @@ class VectorAggregateOp(FinalInstantsOperator):
         cols = [kc[seg_g[seg]] for kc in self.key_cols]
         for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
             v = np.where(is_del, ov[seg], nv[seg])
-            if v.dtype == object:
-                v = _wrap64(v)
             v = v.astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
         self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
@@ -236,11 +246,6 @@ def _may_overflow(base: np.ndarray, v: np.ndarray) -> bool:
         return False
     bound = float(np.abs(base.astype(np.float64)).max(initial=0.0)) + float(np.abs(v.astype(np.float64)).sum())
     return bound >= 2.0**62
-
-
-def _wrap64(x: np.ndarray) -> np.ndarray:
-    """Python integers to int64, wrapping around as two's complement arithmetic does."""
-    return np.fromiter(((int(v) + 2**63) % 2**64 - 2**63 for v in x.tolist()), dtype=np.int64, count=len(x))
 
 
 def _grown(a: np.ndarray, size: int) -> np.ndarray:

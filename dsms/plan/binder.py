@@ -193,6 +193,7 @@ class Binder:
         self.catalog = catalog
         self.query_nodes = query_nodes     # registered query id -> its QueryOutput node
         self.depends: set[str] = set()
+        self.view_inputs: dict[str, tuple] = {}    # id of a view read -> the inputs it stands for
 
     # ---------------- entry points
 
@@ -267,11 +268,8 @@ class Binder:
         return b.node
 
     def _ticks(self, node) -> tuple:
-        leaves = []
-        for n in L.walk(node):
-            if isinstance(n, L.StreamScan | L.RelationScan | L.QueryOutput) and n not in leaves:
-                leaves.append(n)
-        return tuple(leaves)
+        """RSTREAM's instants: those of the inputs ``node`` reads, through views at any depth (SPEC 3)."""
+        return L.input_leaves(node, self.view_inputs)
 
     # ---------------- FROM items
 
@@ -289,6 +287,7 @@ class Binder:
                 assert isinstance(obj, QueryDef)
                 node = L.QueryOutput(obj.id, obj.kind, types, obj.monotone, names=names)
                 kind = obj.kind
+                self.view_inputs[obj.id] = obj.inputs
                 self.depends |= obj.depends_on
             alias = f.alias or f.source
         else:

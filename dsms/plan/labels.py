@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from dsms.expr.compile import compile_expr
 from dsms.plan import logical as L
 
 # a string literal (skipped), or a positional reference: $k, or L$k / R$k (a join's left and right inputs)
@@ -81,8 +82,10 @@ def expr_label(expr, types: Sequence[str], names: Sequence[str]) -> str:
 
 
 def _expr(expr, types) -> str:
-    from dsms.plan.physical import compile_over
-    return compile_over(expr, types).text
+    """A bound expression as the operators write it: its columns are positions (``$0``) typed by ``types``."""
+    def resolve(ref):
+        return ref.name, types[int(ref.name[1:])]
+    return compile_expr(expr, resolve).text
 
 
 def logical_label(node) -> tuple[str, str]:

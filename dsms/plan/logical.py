@@ -273,6 +273,29 @@ class Changelog(_Unary):
         return self.child.types
 
 
+def input_leaves(node, view_inputs: dict) -> tuple:
+    """The inputs whose elements and updates are ``node``'s input instants (SPEC section 3, RSTREAM): the
+    streams, relations and derived streams it reads, through views at any depth. A view (or relation-valued
+    named query) is a name for its definition, so its ``QueryOutput`` stands for the inputs it reads,
+    ``view_inputs[query_id]``; a derived stream is a stream, whose own elements are the instants.
+
+    >>> s = StreamScan("s", ("INT",))
+    >>> v = QueryOutput("q1", RELATION, ("INT",))
+    >>> [n.name for n in input_leaves(Join(v, s), {"q1": (StreamScan("t", ("INT",)),)})]
+    ['t', 's']
+    """
+    leaves: list = []
+    for n in walk(node):
+        if isinstance(n, QueryOutput) and n.kind == RELATION:
+            found = view_inputs[n.query_id]
+        elif isinstance(n, StreamScan | RelationScan | QueryOutput):
+            found = (n,)
+        else:
+            continue
+        leaves += [x for x in found if x not in leaves]
+    return tuple(leaves)
+
+
 def walk(node):
     """Every node of the tree, children before parents."""
     for c in node.children:

@@ -74,6 +74,8 @@ class PhysicalPlanner:
                                                          and built.queue.tuples_in == built.written)):
             if built.op is not None and built.op.fused is not None:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
+            if isinstance(built.op, ChangelogOp) and self.engine.building_view:
+                built.op.keep_contents()                # a view's sink keeps what its later readers start from
             self._own(node, built, query_id)
             return built.queue
         if (isinstance(node, L.Join | L.SemiJoin) or isinstance(node, L.Window) and node.wkind != "UNBOUNDED") \
@@ -325,9 +327,11 @@ class PhysicalPlanner:
         out = self._new_queue()
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
-        if vectorisable(node.aggs):
-            return out, VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
-        return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        cls = VectorAggregateOp if vectorisable(node.aggs) else AggregateOp
+        op = cls(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        names = node.child.names      # an INT SUM outside int64 is reported by its column (SPEC section 4)
+        op.arg_names = ["*" if a is None else names[a] for _, a, _ in node.aggs]
+        return out, op
 
     def _Distinct(self, node: L.Distinct, qid):
         inp = self.build(node.child, qid)

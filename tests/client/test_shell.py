@@ -9,9 +9,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PROMPT, ROOT, Shell
+import pytest
+from shellkit import PROMPT, ROOT, Server, Shell
 
 BID = "REGISTER STREAM Bid (item INT, price FLOAT, bidder STRING);"
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    """A real server of the test's own (the shell lists the whole catalog)."""
+    srv = Server(tmp_path / "data").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def shell(server: Server, tmp_path: Path):
+    """The shell in a pseudo-terminal, started as a user starts it."""
+    sh = Shell(server, tmp_path)
+    yield sh
+    sh.close()
 
 
 def _caret(out: str) -> tuple[str, int]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dsms import Engine
 from dsms.operators.join import JoinOp
-from synopses.hash_index import HashIndexSynopsis
+from synopses.sorted_run_index import SortedRunIndexSynopsis
 
 QUERIES = [
     "SELECT * FROM S [RANGE 3], T [RANGE 2] WHERE S.a = T.a",
@@ -30,9 +30,9 @@ action = st.tuples(st.integers(0, 2), st.sampled_from("SSTTR"), st.integers(0, 2
 
 def run(query: str, actions, resize_at: int | None, lifetimes: bool, joined: list | None = None,
         unique: bool = False):
-    saved, saved_emit = HashIndexSynopsis.match, JoinOp.emit
+    saved, saved_emit = SortedRunIndexSynopsis.match, JoinOp.emit
     if not lifetimes:
-        HashIndexSynopsis.match = lambda self, *a: None
+        SortedRunIndexSynopsis.match = lambda self, *a: None
     if joined is not None:
         JoinOp.emit = lambda self, batch: (joined.append(batch), saved_emit(self, batch))[1]
     try:
@@ -69,7 +69,7 @@ def run(query: str, actions, resize_at: int | None, lifetimes: bool, joined: lis
             out.setdefault(e.ts, Counter())[(e.sign, tuple(sorted(e.row.items())))] += 1
         return out
     finally:
-        HashIndexSynopsis.match, JoinOp.emit = saved, saved_emit
+        SortedRunIndexSynopsis.match, JoinOp.emit = saved, saved_emit
 
 
 @settings(max_examples=120, deadline=None)

@@ -107,7 +107,7 @@ def _ticks(t, index=None):
 
 
 def _wrap(v):
-    """INT results wrap around in two's complement int64 (contract: INT arithmetic and SUM of INT, as numpy)."""
+    """INT results wrap around in two's complement int64 (contract: INT arithmetic, as numpy; not SUM)."""
     if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
         return (v + 2**63) % 2**64 - 2**63
     return v
@@ -575,24 +575,34 @@ class Reference:
         return sorted(pts)
 
     def _input_instants(self, node):
-        """RSTREAM instants (contract): when an input named in a FROM clause, at any depth, has an element or
-        update; for a view or derived stream, an element of its own output."""
+        """RSTREAM instants (SPEC section 3): when an input named in a FROM clause, at any depth, has an element
+        or update. A view (or a relation-valued named query) is nothing but its definition, so its inputs are
+        those its body names, at any depth; a derived stream is a stream, whose instants are its elements."""
         key = ("instants", id(node))
         if key in self._memo:
             return self._memo[key]
         out = set()
-        for name in self._names_read(node):
+        for name in self._inputs(node):
             o = self.objects[name]
             if isinstance(o, _Stream):
                 out.update(t for t, _, _ in o.elements)
             elif isinstance(o, _Relation):
                 out.update(t for t, _, _, _ in o.updates)
-            elif o.kind == "stream":
-                out.update(t for t, _ in self._stream(o.query))
             else:
-                out.update(t for t, _, _ in self._changelog(lambda t, q=o.query: self._rel(q, t)))
+                out.update(t for t, _ in self._stream(o.query))
         res = self._memo[key] = sorted(t for t in out if t < self._until)
         return res
+
+    def _inputs(self, node):
+        """The streams, relations and derived streams ``node`` reads, with every view replaced by its body's."""
+        names = set()
+        for name in self._names_read(node):
+            o = self.objects[name]
+            if isinstance(o, _Derived) and o.kind == "relation":
+                names |= self._inputs(o.query)
+            else:
+                names.add(name)
+        return names
 
     def _names_read(self, node):
         names = set()
@@ -1214,7 +1224,8 @@ class Reference:
         if f == "COUNT":
             return len(vals)
         if f == "SUM":   # FLOAT: the correctly rounded sum of the bag, whatever order its values came in
-            return _fsum(vals) if any(_is_float(v) for v in vals) else _wrap(sum(vals[1:], vals[0]))
+            # INT: the exact sum, never wrapped (SPEC section 4); the engine leaves a row outside int64 out
+            return _fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
         if f == "AVG":   # FLOAT: that sum divided by the count (contract)
             return _fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
         if f in ("MIN", "MAX") and _NAN in vals:

@@ -120,12 +120,25 @@ def test_rstream_emits_at_input_instants_of_every_input():
     assert out == [(2, 1, {"a": 1})]                 # R is not an input of this query: nothing at 5
 
 
-def test_rstream_over_a_view_uses_the_views_own_output_instants():
-    ref = _ref("REGISTER VIEW v AS SELECT COUNT(*) AS n FROM S [RANGE 3]")
+def test_rstream_over_a_view_emits_at_the_instants_of_the_views_inputs():
+    """A view is nothing but its definition (SPEC section 3): RSTREAM over it emits at S's instants 2 and 3, not
+    at 5 where the view's row changed with no input; a view over that view is the same."""
+    ref = _ref("REGISTER VIEW v AS SELECT COUNT(*) AS n FROM S [RANGE 3]", "REGISTER VIEW w AS SELECT n FROM v")
     ref.push("S", [{"a": 1, "b": 0, "c": "", "d": 0.0}], ts=2)
     ref.push("S", [{"a": 1, "b": 0, "c": "", "d": 0.0}], ts=3)
-    assert ref.results("RSTREAM(SELECT * FROM v)", until=10) == [
-        (2, 1, {"n": 1}), (3, 1, {"n": 2}), (5, 1, {"n": 1})]     # at 6 the view's row is deleted: R(6) is empty
+    expected = [(2, 1, {"n": 1}), (3, 1, {"n": 2})]
+    assert ref.results("RSTREAM(SELECT * FROM v)", until=10) == expected
+    assert ref.results("RSTREAM(SELECT * FROM w)", until=10) == expected
+    assert ref.results("RSTREAM(SELECT COUNT(*) AS n FROM S [RANGE 3])", until=10) == expected
+
+
+def test_rstream_over_a_derived_stream_emits_at_its_elements():
+    """A derived stream is a stream (SPEC section 4), not a view: its elements are the instants, so S's element
+    at 3 that the filter drops is no instant of the reader."""
+    ref = _ref("REGISTER QUERY ds AS SELECT a FROM S WHERE a > 1")
+    ref.push("S", [{"a": 2, "b": 0, "c": "", "d": 0.0}], ts=2)
+    ref.push("S", [{"a": 1, "b": 0, "c": "", "d": 0.0}], ts=3)
+    assert ref.results("RSTREAM(SELECT * FROM ds [RANGE 10])", until=10) == [(2, 1, {"a": 2})]
 
 
 def test_aggregate_over_empty_input_has_no_row_and_scalar_subquery_without_row_is_null():

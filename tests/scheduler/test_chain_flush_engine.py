@@ -69,7 +69,7 @@ def run(policy: str, seed: int = 1, bound: float | None = None, queries: list[st
     pol = eng.policy
     if policy == "chain_flush":
         pol.clock = lambda: now[0]
-        pol.set_many({"latency_bound": bound, "cost_scale": 0.001})
+        eng.entity("sched:0").set_many({"latency_bound": bound, "cost_scale": 0.001})  # its control table
     data = np.random.default_rng(seed)
     events = arrivals(seed)
     results: list[list[tuple]] = [[] for _ in handles]

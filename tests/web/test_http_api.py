@@ -391,6 +391,13 @@ def test_plan_entities_and_system(server: Server, uniq: str) -> None:
     assert server.request("PATCH", "/system", json_body={"policy": "nope"}).status == 400
     if policy is not None:
         assert server.request("PATCH", "/system", json_body={"policy": policy}).status == 200
+    assert server.request("PATCH", "/system", json_body={"shedding": True}).status in (400, 404)
+    r = server.request("PATCH", "/system", json_body={"policy": "chain_flush"})
+    assert r.status == 200 and r.json()["scheduler"] == "sched:0"
+    r = server.request("PATCH", "/entities/sched:0", json_body={"latency_bound": 40.0, "headroom": 0.2})
+    assert r.status == 200 and (r.json()["latency_bound"], r.json()["headroom"]) == (40.0, 0.2), r
+    assert server.request("PATCH", "/entities/sched:0", json_body={"headroom": 2}).status == 400
+    assert server.get("/entities/sched:0").json()["policy"] == "chain_flush"
 
 
 _SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?[0-9.e+-]+$|'

@@ -25,8 +25,8 @@ from dsms.errors import InputError
 from dsms.formats import ENCODERS, decode_input
 from dsms.formats import msgpack_codec as mc
 from dsms.formats.json_codec import dumps, rows_text
-from dsms.runtime import ResultChunk, Runtime, _QueryState
-from dsms.validate import typed_columns
+from dsms.runtime import QueryResults, ResultChunk, Runtime
+from dsms.types import typed_columns
 
 # ---------------------------------------------------------------- msgpack columnar fast path
 
@@ -241,7 +241,7 @@ def test_chunk_since_and_elements() -> None:
 def test_retention_ring_keeps_batches_and_cuts_exactly() -> None:
     class Q:
         schema = [("a", "INT"), ("tag", "STRING")]
-    st_ = _QueryState(Q(), 25)       # type: ignore[arg-type]
+    st_ = QueryResults(Q(), 25)       # type: ignore[arg-type]
     for lo in range(0, 100, 10):
         st_.retain(_chunk(lo, lo + 10))
     assert st_.ring_elements == 25 and len(st_.ring) == 3

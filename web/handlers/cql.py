@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dsms.cql import ast
-from dsms.cql.parser import parse
-from dsms.errors import CQLError, InputError
+from dsms.errors import InputError
 from web.handlers.common import read_json_object, runtime, with_warnings
 
 
@@ -30,24 +28,9 @@ async def cql_text(request: web.Request) -> str:
 
 
 async def post_cql(request: web.Request) -> web.Response:
-    """Run the statements in order; 200 with what each created or dropped. A bare query is refused before
-    anything runs (docs/http-api.md: it would be a query nobody can name or read)."""
+    """Run the statements in order; 200 with what each created, dropped, showed or explained. A bare query
+    is refused before anything runs (docs/http-api.md: it would be a query nobody can name or read)."""
     text = await cql_text(request)
     rt = runtime(request)
-    if len(text) <= rt.statement_chars:             # a longer text gets its 413 from execute, unparsed
-        refuse_bare_queries(parse(text))
-    results = rt.execute(text)
+    results = rt.execute(text, bare_queries=False)
     return web.json_response({"results": await with_warnings(rt, results)})
-
-
-def refuse_bare_queries(stmts: list) -> None:
-    """A bare ``SELECT`` sent to ``/cql`` is refused with how to register it: its results could be read only
-    by its id, which the sender would have to find in ``GET /queries``, and it would run until dropped."""
-    for k, stmt in enumerate(stmts):
-        if isinstance(stmt, ast.QueryStatement):
-            line, column = stmt.pos or (None, None)
-            e = CQLError("a bare query is not run by POST /cql: register it with a name (REGISTER QUERY name AS "
-                         "SELECT ...) and read GET /queries/name/results, or POST it to /queries "
-                         '({"cql": "SELECT ..."}) for an id', line, column)
-            e.statement, e.done = k, []           # type: ignore[attr-defined]
-            raise e

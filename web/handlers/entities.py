@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from dsms.errors import InputError
-from dsms.formats import jsonable
-from web.handlers.common import read_json_object, runtime
-
-
-def _clean(v: Any) -> Any:
-    """JSON-ready copy of a control table (numpy scalars, non-finite floats, odd values as text)."""
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple | set):
-        return [_clean(x) for x in v]
-    if v is None or isinstance(v, bool | int | float | str):
-        return jsonable(v)
-    try:
-        return jsonable(v.item())  # numpy scalars
-    except AttributeError:
-        return str(v)
+from web.handlers.common import clean, read_json_object, runtime
 
 
 async def list_entities(request: web.Request) -> web.Response:
     """Every entity, or those of one query (``?query=id``)."""
     rt = runtime(request)
-    return web.json_response({"entities": _clean(rt.entities(request.query.get("query") or None))})
+    return web.json_response({"entities": clean(rt.entities(request.query.get("query") or None))})
 
 
 async def get_entity(request: web.Request) -> web.Response:
     rt = runtime(request)
     eid = request.match_info["id"]
-    out = _clean(rt.entity(eid))
+    out = clean(rt.entity(eid))
     if request.query.get("history") in ("1", "true"):
-        out["history"] = _clean(rt.entity_history(eid))
+        out["history"] = clean(rt.entity_history(eid))
     return web.json_response(out)
 
 
@@ -46,4 +29,4 @@ async def patch_entity(request: web.Request) -> web.Response:
     doc = await read_json_object(request)
     if not doc:
         raise InputError("nothing to set: send {\"attribute\": value, ...}")
-    return web.json_response(_clean(rt.set_entity(request.match_info["id"], doc)))
+    return web.json_response(clean(rt.set_entity(request.match_info["id"], doc)))

@@ -1,5 +1,6 @@
 """``GET /metrics``: Prometheus text exposition format 0.0.4 (SPEC section 7): ingest counters and rates per
-input, queue bytes, results per query, reader gaps, errors by kind, engine slices, archive."""
+input, queue bytes, results per query, reader gaps, errors by kind, engine slices, archive; all read through
+the runtime's read API (docs/server.md), nothing from the engine's insides."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from dsms.runtime import Runtime, held_tuples
+from dsms.runtime import Runtime
 from web.handlers.common import runtime
 
 
@@ -39,60 +40,61 @@ class _Out:
 
 
 def render(rt: Runtime) -> str:
-    """The whole exposition, from the runtime's counters and the engine's public statistics."""
+    """The whole exposition, from the runtime's read API (source_stats, query_stats, runtime_stats, system)."""
     o = _Out()
-    eng = rt.engine
-    inputs = sorted(set(rt.counters) | set(eng.sources))
-    per = {k: rt.counters[k] for k in inputs}
+    inputs = sorted(s.name for s in (*rt.streams(), *rt.relations()))
+    per = {name.lower(): rt.source_stats(name) for name in inputs}
     o.metric("dsms_ingest_elements_total", "counter", "Input elements accepted, per stream or relation.",
-             (({"input": k}, int(c["elements"])) for k, c in per.items()))
+             (({"input": k}, c["elements_in"]) for k, c in per.items()))
     o.metric("dsms_ingest_requests_total", "counter", "Input requests (HTTP and MQTT), per input.",
-             (({"input": k}, int(c["requests"])) for k, c in per.items()))
+             (({"input": k}, c["requests"]) for k, c in per.items()))
     o.metric("dsms_ingest_bytes_total", "counter", "Input body bytes received, per input.",
-             (({"input": k}, int(c["bytes"])) for k, c in per.items()))
+             (({"input": k}, c["bytes_in"]) for k, c in per.items()))
     o.metric("dsms_ingest_refused_total", "counter", "Input requests refused (bad input or overload), per input.",
-             (({"input": k}, int(c["refused"])) for k, c in per.items()))
+             (({"input": k}, c["refused"]) for k, c in per.items()))
     o.metric("dsms_heartbeats_total", "counter", "Heartbeats that advanced an input.",
-             (({"input": k}, int(c["heartbeats"])) for k, c in per.items()))
+             (({"input": k}, c["heartbeats"]) for k, c in per.items()))
     o.metric("dsms_ingest_rate", "gauge", "Input elements per second, smoothed over the last seconds.",
-             (({"input": k}, rt.rates.get(k, 0.0)) for k in inputs))
+             (({"input": k}, c["rate_per_s"]) for k, c in per.items()))
     o.metric("dsms_input_backlog_tuples", "gauge", "Input tuples not yet consumed by the engine, per input.",
-             (({"input": k}, held_tuples(s.queue)) for k, s in sorted(eng.sources.items())))
-    o.metric("dsms_queue_bytes", "gauge", "Bytes held in all engine queues.",
-             [({}, sum(int(q.bytes) for q in eng.queues))])
-    o.metric("dsms_queue_tuples", "gauge", "Tuples held in all engine queues.",
-             [({}, sum(int(q.tuples) for q in eng.queues))])
+             (({"input": k}, c["backlog"]) for k, c in per.items()))
+    system = rt.system()
+    o.metric("dsms_queue_bytes", "gauge", "Bytes held in all engine queues.", [({}, system["queue_bytes"])])
+    o.metric("dsms_queue_tuples", "gauge", "Tuples held in all engine queues.", [({}, system["queue_tuples"])])
     o.metric("dsms_queue_peak_bytes", "gauge", "Largest bytes any single engine queue has held.",
-             [({}, max((int(q.peak_bytes) for q in eng.queues), default=0))])
-    states = sorted(rt.states.items())
+             [({}, system["queue_peak_bytes"])])
+    queries = sorted((q.id, rt.query_stats(q.id)) for q in rt.queries())
     o.metric("dsms_results_out_total", "counter", "Result elements produced, per query.",
-             (({"query": qid}, st.results_out) for qid, st in states))
+             (({"query": qid}, st["results_out"]) for qid, st in queries))
     o.metric("dsms_results_missed_total", "counter", "Result elements readers missed (gap markers), per query.",
-             (({"query": qid}, st.missed) for qid, st in states))
+             (({"query": qid}, st["missed_by_readers"]) for qid, st in queries))
     o.metric("dsms_subscribers", "gauge", "Open result readers, per query.",
-             (({"query": qid}, len(st.subscribers)) for qid, st in states))
+             (({"query": qid}, st["subscribers"]) for qid, st in queries))
     o.metric("dsms_retained_results", "gauge", "Result elements kept for ?from= replay, per query.",
-             (({"query": qid}, st.ring_elements) for qid, st in states))
+             (({"query": qid}, st["retained"]) for qid, st in queries))
+    stats = system["runtime"]
+    eng = stats["engine"]
     o.metric("dsms_errors_total", "counter", "Errors by kind (http_<status>, bad_input, overloaded, archive, ...).",
-             (({"kind": k}, v) for k, v in sorted(rt.errors.items())))
+             (({"kind": k}, v) for k, v in sorted(stats["errors"].items())))
     o.metric("dsms_punctuations_ignored_total", "counter", "Punctuations received (accepted, not yet used).",
-             [({}, rt.punctuations)])
-    o.metric("dsms_engine_slices_total", "counter", "Engine time slices run.", [({}, rt.slices)])
-    o.metric("dsms_engine_steps_total", "counter", "Operator runs done by the engine.", [({}, rt.steps_total)])
-    o.metric("dsms_engine_slice_seconds_total", "counter", "Time spent in engine slices.", [({}, rt.slice_seconds)])
-    o.metric("dsms_engine_slice_seconds_max", "gauge", "Longest engine slice so far.", [({}, rt.slice_max)])
+             [({}, stats["punctuations_ignored"])])
+    o.metric("dsms_engine_slices_total", "counter", "Engine time slices run.", [({}, eng["slices"])])
+    o.metric("dsms_engine_steps_total", "counter", "Operator runs done by the engine.", [({}, eng["steps"])])
+    o.metric("dsms_engine_slice_seconds_total", "counter", "Time spent in engine slices.",
+             [({}, eng["slice_seconds_total"])])
+    o.metric("dsms_engine_slice_seconds_max", "gauge", "Longest engine slice so far.",
+             [({}, eng["slice_ms_max"] / 1000.0)])
     o.metric("dsms_catalog_objects", "gauge", "Registered streams, relations and queries.",
-             [({"kind": "stream"}, len(eng.streams())), ({"kind": "relation"}, len(eng.relations())),
-              ({"kind": "query"}, len(eng.queries()))])
-    if rt.archive is not None and not rt.archive.closed:
-        a = rt.archive.stats()
+             [({"kind": "stream"}, stats["streams"]), ({"kind": "relation"}, stats["relations"]),
+              ({"kind": "query"}, stats["queries"])])
+    a = stats["archive"]
+    if "bytes" in a:
         o.metric("dsms_archive_bytes", "gauge", "Bytes in the input archive.", [({}, a["bytes"])])
         o.metric("dsms_archive_appends_total", "counter", "Frames appended to the archive.", [({}, a["appends"])])
         o.metric("dsms_archive_syncs_total", "counter", "Archive fsync rounds (group commits).", [({}, a["syncs"])])
         o.metric("dsms_archive_unsynced_appends", "gauge", "Appends waiting for a group commit.",
                  [({}, a["unsynced_appends"])])
-    o.metric("dsms_uptime_seconds", "gauge", "Seconds since the runtime started.",
-             [({}, rt.runtime_stats()["uptime_s"])])
+    o.metric("dsms_uptime_seconds", "gauge", "Seconds since the runtime started.", [({}, stats["uptime_s"])])
     return o.text()
 
 

@@ -5,28 +5,33 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from web.handlers.common import describe_result, describe_source, read_json_object, runtime
-from web.handlers.streams import decode_body, register_text
+from web.handlers.common import (
+    decode_body,
+    describe_result,
+    describe_source,
+    read_json_object,
+    register_text,
+    runtime,
+)
 
 
 async def list_relations(request: web.Request) -> web.Response:
     rt = runtime(request)
-    return web.json_response({"relations": [describe_source(r, rt) for r in rt.engine.relations()]})
+    return web.json_response({"relations": [describe_source(r, rt) for r in rt.relations()]})
 
 
 async def get_relation(request: web.Request) -> web.Response:
     rt = runtime(request)
     obj = rt.source(request.match_info["name"], "relation")
     out = describe_source(obj, rt)
-    src = rt.engine.sources[obj.name.lower()]
-    out["size"] = sum(len(v) if isinstance(v, list | tuple) else int(v) for v in src.contents.values())
+    out["size"] = out["stats"]["size"]
     return web.json_response(out)
 
 
 async def create_relation(request: web.Request) -> web.Response:
     rt = runtime(request)
     text = register_text(await read_json_object(request), "relation")
-    results = rt.execute(text)
+    results = rt.execute(text, expect=("relation",))
     return web.json_response(describe_result(results[0]), status=201)
 
 

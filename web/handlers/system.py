@@ -1,4 +1,4 @@
-"""``/system``: the system control table (scheduler policy, memory budget, shedding) and global statistics
+"""``/system``: the system control table (scheduler policy, global statistics) and the runtime's statistics
 (SPEC sections 7 and 8)."""
 
 from __future__ import annotations
@@ -6,13 +6,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from dsms.errors import InputError
-from web.handlers.common import read_json_object, runtime
-from web.handlers.entities import _clean
+from web.handlers.common import clean, read_json_object, runtime
 
 
 async def get_system(request: web.Request) -> web.Response:
     rt = runtime(request)
-    out = _clean(rt.system())
+    out = clean(rt.system())
     out["config"] = rt.config.public()
     return web.json_response(out)
 
@@ -24,4 +23,4 @@ async def patch_system(request: web.Request) -> web.Response:
         raise InputError("nothing to set: send {\"attribute\": value, ...}")
     if "runtime" in doc or "config" in doc:
         raise InputError("'runtime' and 'config' are read-only")
-    return web.json_response(_clean(rt.set_system(doc)))
+    return web.json_response(clean(rt.set_system(doc)))

@@ -1,6 +1,7 @@
-"""A hash index over a join input (digest-004 R-PLAN-06, one synopsis per join input), kept so that a batch costs
-work in proportion to the batch, not to the rows held: a join over a one-hour window must not slow down as its
-window fills.
+"""An index of a join input by key, kept as sorted runs of (key code, row) merged like an LSM tree (digest-004
+R-PLAN-06, one synopsis per join input), so that a batch costs work in proportion to the batch, not to the rows
+held: a join over a one-hour window must not slow down as its window fills. Probes are binary searches in each
+run, not hash lookups; the name says so.
 
 A delete names a row by its values only. Most join inputs are windows over streams, whose deletes retract rows
 in the order they were inserted (first in, first out; digest-002a section 2.15). The index has two forms:
@@ -115,8 +116,8 @@ class Staged(NamedTuple):
         return np.where(d < self.n_del, self.del_ts[np.minimum(d, self.n_del - 1)], LIVE)
 
 
-class HashIndexSynopsis(Synopsis):
-    kind = "hash_index"
+class SortedRunIndexSynopsis(Synopsis):
+    kind = "sorted_run_index"
 
     def __init__(self) -> None:
         self.log: _Log | None = None          # first-in-first-out form (None until a row is seen)

@@ -1,5 +1,7 @@
-"""Fixtures of the client tests: a real server of their own (the shell lists the whole catalog) and the
-shell started in a pseudo-terminal with pexpect, as a user starts it."""
+"""The shell in a pseudo-terminal, for the client tests: ``Shell`` starts ``dsms shell`` with pexpect as a user
+starts it, ``PROMPT`` matches a new prompt, ``plain`` strips escape sequences (a module of its own, not
+a conftest.py: a second module named conftest in the test tree clashes with the doctest collection of
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pexpect
-import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "web"))
 
 from httpkit import ROOT, Server  # noqa: E402
+
+__all__ = ["PROMPT", "ROOT", "Server", "Shell", "plain"]
 
 # a new prompt (not a redraw of the current one while typing): prompt_toolkit turns bracketed paste on first
 PROMPT = r"\x1b\[\?2004h[^\n]*?dsms>"
@@ -23,13 +26,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>()][0-9
 def plain(text: str) -> str:
     """Terminal output without escape sequences and carriage returns."""
     return _ANSI.sub("", text).replace("\r", "")
-
-
-@pytest.fixture
-def server(tmp_path: Path):
-    srv = Server(tmp_path / "data").start()
-    yield srv
-    srv.stop()
 
 
 class Shell:
@@ -70,10 +66,3 @@ class Shell:
                 self.child.terminate(force=True)
         self.child.close()
         return self.child.exitstatus
-
-
-@pytest.fixture
-def shell(server: Server, tmp_path: Path):
-    sh = Shell(server, tmp_path)
-    yield sh
-    sh.close()

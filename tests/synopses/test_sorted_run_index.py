@@ -1,4 +1,4 @@
-"""The join's hash index holds exactly its input's multiset of rows, whether deletes come first in, first out
+"""The join's sorted-run index holds exactly its input's multiset of rows, whether deletes come first in, first out
 (a window's, retracted outright) or at random (stored signed, then compacted), and its probes find exactly the
 rows with an equal key."""
 
@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synopses import hash_index
-from synopses.hash_index import HashIndexSynopsis
+from synopses import sorted_run_index
+from synopses.sorted_run_index import SortedRunIndexSynopsis
 
 # a step: insert a row (key, value), delete the oldest live row, or delete a live row picked at random
 step = st.one_of(
@@ -21,7 +21,7 @@ step = st.one_of(
 )
 
 
-def live_multiset(idx: HashIndexSynopsis) -> Counter:
+def live_multiset(idx: SortedRunIndexSynopsis) -> Counter:
     c: Counter = Counter()
     if idx.table is not None:
         t = idx.table
@@ -39,7 +39,7 @@ def live_multiset(idx: HashIndexSynopsis) -> Counter:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(step, min_size=1, max_size=15), min_size=1, max_size=8))
 def test_index_holds_the_multiset_and_probes_exactly(batches):
-    idx = HashIndexSynopsis()
+    idx = SortedRunIndexSynopsis()
     live: list[tuple[int, float]] = []          # live rows, oldest first
     for batch in batches:
         sign, rows = [], []
@@ -79,18 +79,18 @@ def test_sliding_window_stays_first_in_first_out_with_few_runs(window, rows, bat
     """A window's input (each row deleted ``window`` rows after it came, in order) keeps the index in its
     first-in-first-out form, probes exact, and the runs few: a batch must not cost the whole table. ``small``
     0 makes even a small index keep merged runs rather than one run re-sorted per release."""
-    saved, hash_index.SMALL = hash_index.SMALL, small
+    saved, sorted_run_index.SMALL = sorted_run_index.SMALL, small
     try:
         sliding_window(window, rows, batch, seed)
     finally:
-        hash_index.SMALL = saved
+        sorted_run_index.SMALL = saved
 
 
 def sliding_window(window, rows, batch, seed):
     rng = np.random.default_rng(seed)
     keys = rng.integers(-5, 40, rows) * (10**12 if seed % 2 else 1)        # odd seeds: far keys, binary search
     vals = np.array([f"v{i}" for i in range(rows)], dtype=object)           # object columns too
-    idx = HashIndexSynopsis()
+    idx = SortedRunIndexSynopsis()
     live: list[int] = []
     for lo in range(0, rows, batch):
         hi = min(rows, lo + batch)
@@ -126,7 +126,7 @@ def test_bytes_reported_match_tracemalloc_within_ten_percent():
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    idx = HashIndexSynopsis()
+    idx = SortedRunIndexSynopsis()
     for lo in range(0, n, 1000):                   # a window of 10,000 rows sliding over the input
         ins = np.arange(lo, lo + 1000)
         gone = np.arange(max(0, lo - 10_000), lo + 1000 - 10_000) if lo + 1000 > 10_000 else np.arange(0)
@@ -155,7 +155,7 @@ def test_locate_finds_equal_codes_whatever_their_range(table, probes):
     codes at the ends of int64, where the offset of a probe from the table's smallest code wraps around."""
     table = np.sort(np.array(table, dtype=np.int64))
     probes = np.array(probes, dtype=np.int64)
-    lo, cnt = hash_index.locate(table, probes)
+    lo, cnt = sorted_run_index.locate(table, probes)
     for p, first, n in zip(probes.tolist(), lo.tolist(), cnt.tolist()):
         assert n == table.tolist().count(p)
         if n:

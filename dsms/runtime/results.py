@@ -1,0 +1,348 @@
+"""Result fan-out: what flows from a query's output to its readers (SPEC section 7).
+
+Results are read from each query's output after every engine slice and offered to a retention ring (what
+``?from=`` replays) and to every subscriber. A subscriber's buffer is bounded; what does not fit becomes a gap
+marker, so a slow reader never slows the engine or other readers. Each result batch is shared by the ring and
+every reader and encoded once per output format, however many want it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dsms.batch import Batch, Element, Heartbeat
+from dsms.engine import Query
+from dsms.formats import iso_text
+
+
+class ResultChunk:
+    """One result batch, shared by the retention ring and every subscriber; the bytes of each output format
+    are computed once and cached, however many readers want them.
+
+    ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
+    lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
+
+    __slots__ = ("names", "ts", "sign", "cols", "_enc", "seq", "snapshot")
+
+    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any], seq: int | None = None,
+                 snapshot: bool = False) -> None:
+        self.names = names
+        self.ts = ts
+        self.sign = sign
+        self.cols = cols
+        self._enc: dict[str, bytes] = {}
+        # ``seq``: the id of the first element (the k-th result element of the query has id k; SSE ``id:``);
+        # for a snapshot (a relation's contents, ``snapshot``), the id of the last element it includes
+        self.seq = seq
+        self.snapshot = snapshot
+
+    @classmethod
+    def from_batch(cls, names: list[str], b: Batch) -> ResultChunk:
+        return cls(names, b.ts, b.sign, list(b.cols))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def first_ts(self) -> int:
+        return int(self.ts[0])
+
+    @property
+    def last_ts(self) -> int:
+        return int(self.ts[-1])
+
+    def since(self, from_ts: int) -> ResultChunk | None:
+        """The elements with ts >= from_ts (None when there are none); timestamps never decrease."""
+        if self.first_ts >= from_ts:
+            return self
+        i = int(np.searchsorted(np.asarray(self.ts), from_ts, side="left"))
+        if i >= len(self):
+            return None
+        return self.cut(i)
+
+    def cut(self, i: int) -> ResultChunk:
+        """The elements from position ``i`` on (numpy slices are views: no element is copied)."""
+        seq = self.seq + i if self.seq is not None and not self.snapshot else self.seq
+        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], seq, self.snapshot)
+
+    def encode(self, encoder: Any, iso: bool = False) -> bytes:
+        """The elements in ``encoder``'s format; with ``iso``, timestamps as ISO 8601 text (``?ts=iso``)."""
+        key = encoder.name + (":iso" if iso else "")
+        data = self._enc.get(key)
+        if data is None:
+            ts = [iso_text(t) for t in _plain(self.ts)] if iso else self.ts
+            data = encoder.elements(self.names, ts, self.sign, self.cols)
+            if encoder.frame is not None:
+                data = encoder.frame(data, self.seq, self.snapshot)
+            self._enc[key] = data
+        return data
+
+    def elements(self) -> list[Element]:
+        ts, sign, cols = _plain(self.ts), _plain(self.sign), [_plain(c) for c in self.cols]
+        return [Element(t, s, dict(zip(self.names, vals))) for t, s, *vals in zip(ts, sign, *cols)]
+
+
+def _plain(values: Any) -> list:
+    """A column as a list of Python values."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+@dataclass
+class Gap:
+    """``missed`` elements with timestamps ``from_ts..to_ts`` were not delivered to this reader."""
+
+    missed: int
+    from_ts: int | None
+    to_ts: int | None
+
+
+@dataclass(frozen=True)
+class HeartbeatMark:
+    """The query's output has passed ``ts``: results below it are final."""
+
+    ts: int
+
+
+@dataclass(frozen=True)
+class SnapshotMark:
+    """A relation's current contents follow: ``rows`` elements at ``ts`` (then its changelog goes on)."""
+
+    ts: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The stream ends: the query was dropped or the server is stopping."""
+
+    reason: str
+
+
+class Subscriber:
+    """One reader of a query's results, with a bounded buffer (in elements).
+
+    ``offer`` never blocks: when an element batch does not fit, it is counted into a gap marker placed where
+    it would have been, so the reader learns exactly what it missed and where. One batch is always accepted
+    into an empty buffer, so a batch larger than the buffer does not starve a reader that keeps up."""
+
+    def __init__(self, query_id: str, capacity: int) -> None:
+        self.query_id = query_id
+        self.capacity = capacity
+        self.items: collections.deque[Any] = collections.deque()
+        self.buffered = 0
+        self.missed = 0
+        self.delivered = 0
+        self.closed: Closed | None = None
+        self._event = asyncio.Event()
+
+    def offer(self, item: ResultChunk | HeartbeatMark) -> None:
+        if self.closed is not None:
+            return
+        last = self.items[-1] if self.items else None
+        if isinstance(item, HeartbeatMark):
+            if isinstance(last, Gap):
+                return                        # the gap already says how far the stream has gone
+            if isinstance(last, HeartbeatMark):
+                self.items[-1] = item
+            else:
+                self.items.append(item)
+            self._event.set()
+            return
+        n = len(item)
+        if self.buffered == 0 or self.buffered + n <= self.capacity:
+            self.items.append(item)
+            self.buffered += n
+        else:
+            self.missed += n
+            if isinstance(last, Gap):
+                last.missed += n
+                last.to_ts = item.last_ts
+            else:
+                self.items.append(Gap(n, item.first_ts, item.last_ts))
+        self._event.set()
+
+    def close(self, reason: str) -> None:
+        if self.closed is None:
+            self.closed = Closed(reason)
+            self._event.set()
+
+    def take(self) -> list[Any]:
+        """Everything buffered, oldest first (and the close marker last, once closed and empty)."""
+        out = list(self.items)
+        self.items.clear()
+        for it in out:
+            if isinstance(it, ResultChunk):
+                self.delivered += len(it)
+        self.buffered = 0
+        self._event.clear()
+        if not out and self.closed is not None:
+            return [self.closed]
+        return out
+
+    async def get(self, timeout: float | None = None) -> list[Any]:
+        """Wait up to ``timeout`` seconds for something to read; returns [] on timeout."""
+        if not self.items and self.closed is None:
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                return []
+        return self.take()
+
+
+class QueryResults:
+    """What the runtime keeps for one registered query besides the engine's Query object: its retention
+    ring, its readers and its output statistics."""
+
+    def __init__(self, query: Query, retention: int) -> None:
+        self.query = query
+        self.names = [c for c, _ in query.schema]
+        self.retention = retention
+        self.ring: collections.deque[ResultChunk] = collections.deque()
+        self.ring_elements = 0
+        self.subscribers: set[Subscriber] = set()
+        self.results_out = 0
+        self.batches_out = 0
+        self.last_heartbeat: int | None = None
+        self.last_ts: int | None = None
+        self.missed = 0
+        self.publisher_task: asyncio.Task | None = None
+
+    def retain(self, chunk: ResultChunk) -> None:
+        if self.retention <= 0:
+            return
+        self.ring.append(chunk)
+        self.ring_elements += len(chunk)
+        while self.ring_elements - len(self.ring[0]) >= self.retention:
+            self.ring_elements -= len(self.ring.popleft())
+        if self.ring_elements > self.retention:          # cut the oldest chunk to fit exactly
+            cut = self.ring_elements - self.retention
+            self.ring[0] = self.ring[0].cut(cut)
+            self.ring_elements -= cut
+
+    def fan_out(self, b: Batch, deliver: bool = True) -> None:
+        """One result batch: counted, retained, offered to every reader (each gap counted as missed)."""
+        chunk = ResultChunk.from_batch(self.names, b)
+        chunk.seq = self.results_out + 1
+        self.results_out += len(chunk)
+        self.batches_out += 1
+        self.last_ts = chunk.last_ts
+        self.retain(chunk)
+        if not deliver:
+            return
+        for sub in self.subscribers:
+            before = sub.missed
+            sub.offer(chunk)
+            self.missed += sub.missed - before
+
+    def close(self, reason: str) -> None:
+        """The query is gone (dropped, or the server stops): every reader hears why, the publisher stops."""
+        for sub in list(self.subscribers):
+            sub.close(reason)
+        if self.publisher_task is not None:
+            self.publisher_task.cancel()
+
+    def stats(self) -> dict[str, Any]:
+        return {"results_out": self.results_out, "subscribers": len(self.subscribers),
+                "retained": self.ring_elements, "retention": self.retention, "missed_by_readers": self.missed,
+                "last_ts": self.last_ts, "last_heartbeat": self.last_heartbeat}
+
+    def oldest_seq(self) -> int:
+        """The id of the oldest element the ring holds (of the next one when it holds none)."""
+        return self.ring[0].seq if self.ring else self.results_out + 1
+
+    def can_resume(self, after: int) -> bool:
+        """Whether a reader that has the elements up to id ``after`` can go on from the ring: a stream's
+        always (what the ring no longer holds is reported as a gap), a relation's only while the ring holds
+        every change since (else it starts afresh from a snapshot)."""
+        return self.query.kind != "relation" or after + 1 >= self.oldest_seq()
+
+    def subscribe(self, capacity: int, from_ts: int | None = None, *, after: int | None = None,
+                  contents: list[tuple] | None = None, now: int = 0) -> Subscriber:
+        """A new reader. With ``after`` (the id of the last element it has, SSE's Last-Event-ID), the retained
+        elements after it are queued first, preceded by a gap for those the ring no longer holds; else with
+        ``contents`` (a relation's current rows), a snapshot of them; else with ``from_ts``, retained results
+        with ts >= from_ts (as much as the ring holds; replayed results are bounded by the ring, not the
+        buffer)."""
+        sub = Subscriber(self.query.id, capacity)
+        if after is not None:
+            oldest = self.oldest_seq()
+            if after + 1 < oldest:
+                sub.items.append(Gap(oldest - after - 1, None, None))
+            for chunk in self.ring:
+                if chunk.seq + len(chunk) - 1 > after:
+                    part = chunk.cut(max(after + 1 - chunk.seq, 0))
+                    sub.items.append(part)
+                    sub.buffered += len(part)
+        elif contents is not None:
+            self._snapshot_into(sub, contents, now)
+        elif from_ts is not None:
+            for chunk in self.ring:
+                if chunk.last_ts < from_ts:
+                    continue
+                part = chunk.since(from_ts)
+                if part is not None:
+                    sub.items.append(part)
+                    sub.buffered += len(part)
+        self.subscribers.add(sub)
+        return sub
+
+    def _snapshot_into(self, sub: Subscriber, rows: list[tuple], now: int) -> None:
+        """Queue ``rows`` (the query's contents once everything it produced has been fanned out, so the
+        changelog the reader gets next starts right after them) as a snapshot at the latest known instant."""
+        ts = max([t for t in (self.last_ts, None if self.last_heartbeat is None else self.last_heartbeat - 1)
+                  if t is not None], default=now)
+        sub.items.append(SnapshotMark(ts, len(rows)))
+        if rows:
+            cols = [list(c) for c in zip(*rows)]
+            sub.items.append(ResultChunk(self.names, [ts] * len(rows), [1] * len(rows), cols, self.results_out,
+                                         snapshot=True))
+            sub.buffered += len(rows)
+
+    def set_retention(self, n: int) -> None:
+        self.retention = n
+        if n <= 0:
+            self.ring.clear()
+            self.ring_elements = 0
+        elif self.ring:
+            chunks = list(self.ring)
+            self.ring.clear()
+            self.ring_elements = 0
+            for c in chunks:
+                self.retain(c)
+
+
+def collect(states: Iterable[QueryResults], deliver: bool = True) -> None:
+    """Read what every query's output holds and hand it on: data to the ring and (unless ``deliver`` is
+    false, as during recovery, when nobody is connected yet) to the readers, the newest heartbeat to the
+    readers as a mark that results below it are final."""
+    for st in list(states):
+        hb: int | None = None
+        while True:
+            item = st.query.reader.get()
+            if item is None:
+                break
+            if isinstance(item, Batch):
+                if len(item):
+                    st.fan_out(item, deliver)
+            elif isinstance(item, Heartbeat):
+                hb = item.ts
+        if hb is not None and (st.last_heartbeat is None or hb > st.last_heartbeat):
+            st.last_heartbeat = hb
+            mark = HeartbeatMark(hb)
+            for sub in st.subscribers:
+                sub.offer(mark)
+
+
+def iter_results(items: Iterable[Any]) -> list[Element]:
+    """Flatten subscriber items into elements (tests and tools)."""
+    out: list[Element] = []
+    for it in items:
+        if isinstance(it, ResultChunk):
+            out.extend(it.elements())
+    return out
