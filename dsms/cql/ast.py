@@ -79,12 +79,14 @@ class FuncCall:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """COUNT, SUM, AVG, MIN, MAX (upper-case). ``arg`` is None for ``COUNT(*)``."""
+    """COUNT, SUM, AVG, MIN, MAX and the APPROX_ aggregates (upper-case). ``arg`` is None for ``COUNT(*)``;
+    ``param`` is APPROX_QUANTILE's fraction or APPROX_TOP_K's k."""
 
     func: str
     arg: Expr | None
     distinct: bool = False
     pos: Pos = _pos()
+    param: float | int | None = None
 
 
 @dataclass(frozen=True)

@@ -326,7 +326,8 @@ class PhysicalPlanner:
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
         if vectorisable(node.aggs):
             return out, VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
-        return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
+                                keep_values=not node.child.monotone)
 
     def _Distinct(self, node: L.Distinct, qid):
         inp = self.build(node.child, qid)
