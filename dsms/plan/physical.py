@@ -332,7 +332,7 @@ class PhysicalPlanner:
     def _Distinct(self, node: L.Distinct, qid):
         inp = self.build(node.child, qid)
         out = self._new_queue()
-        return out, DistinctOp(inp, out, dtypes_of(node.types))
+        return out, DistinctOp(inp, out, dtypes_of(node.types), insert_only=node.child.monotone)
 
     # ---------------------------------------------------------------- binary
 
@@ -379,7 +379,8 @@ class PhysicalPlanner:
         left = self.build(node.left, qid)
         right = self.build(node.right, qid)
         out = self._new_queue()
-        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types))
+        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types),
+                            insert_only=node.left.monotone and node.right.monotone)
 
     # ---------------------------------------------------------------- relation to stream, sinks
 
