@@ -289,12 +289,14 @@ class RegisterRelation:
 
 @dataclass(frozen=True)
 class RegisterQuery:
-    """``REGISTER QUERY name AS query [PUBLISH TO MQTT 'topic']``."""
+    """``REGISTER QUERY name AS query [APPROXIMATE (WINDOW f, SAMPLE g)] [PUBLISH TO MQTT 'topic']``;
+    ``approximate`` maps WINDOW and SAMPLE to their reduction factors (dsms/plan/rules/reduce_for_approximation.py)."""
 
     name: str
     query: Query
     publish_topic: str | None = None
     pos: Pos = _pos()
+    approximate: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

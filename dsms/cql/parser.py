@@ -431,8 +431,29 @@ class _ToAst(Transformer_NonRecursive):
         return ast.RegisterRelation(name.value, columns, pos=_pos(meta))
 
     def register_query(self, meta, children):
-        name, query, *publish = children
-        return ast.RegisterQuery(name.value, query, publish[0] if publish else None, pos=_pos(meta))
+        name, query, *rest = children
+        approx = next((c for c in rest if isinstance(c, tuple)), ())
+        publish = next((c for c in rest if isinstance(c, str)), None)
+        return ast.RegisterQuery(name.value, query, publish, pos=_pos(meta), approximate=approx)
+
+    def approximate(self, meta, children):
+        seen = {}
+        for what, value, token in children:
+            if what in seen:
+                raise _err(f"APPROXIMATE names {what} twice", token)
+            seen[what] = value
+        return tuple(seen.items())
+
+    def reduction(self, meta, children):
+        name, num = children
+        what = name.value.upper()
+        if what not in ("WINDOW", "SAMPLE"):
+            raise _err(f"APPROXIMATE takes WINDOW and SAMPLE factors, not {name.value!r}", name)
+        value = float(num.value)
+        if not 0 < value <= 1:
+            raise _err(f"the {what} factor must be in (0, 1] (0.5 halves the {what.lower()}), not {num.value}",
+                       num)
+        return (what, value, name)
 
     def register_view(self, meta, children):
         name, query = children
