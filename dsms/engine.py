@@ -27,6 +27,7 @@ from dsms.plan.binder import Binder
 from dsms.plan.explain import explain_text, explain_xml, plan_entities
 from dsms.plan.physical import PhysicalPlanner
 from dsms.plan.rules import optimize
+from dsms.plan.rules.reduce_for_approximation import reduce_for_approximation
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
@@ -52,6 +53,8 @@ class Query:
         self.reader = reader
         self.node = node
         self._overflows_seen: dict[str, int] = {}     # per operator: overflow messages already raised
+        #: the static approximation asked for at registration ({"window": f, "sample": g}; empty: none)
+        self.reduction: dict[str, float] = {}
 
     @property
     def id(self) -> str:
@@ -310,7 +313,7 @@ class Engine:
             self.sources[s.name.lower()] = Source(obj, q)
             return obj
         if isinstance(s, ast.RegisterQuery):
-            return self._register(s.query, s.name, text, publish=s.publish_topic)
+            return self._register(s.query, s.name, text, publish=s.publish_topic, approximate=dict(s.approximate))
         if isinstance(s, ast.RegisterView):
             return self._register(s.query, s.name, text, view=True)
         if isinstance(s, ast.QueryStatement):
@@ -339,15 +342,20 @@ class Engine:
         return cols
 
     def _register(self, query, name: str | None, text: str | None, view: bool = False,
-                  publish: str | None = None) -> Query:
+                  publish: str | None = None, approximate: dict[str, float] | None = None) -> Query:
         if name is not None and self.catalog.get(name) is not None:
             raise ConflictError(f"'{name}' is already registered")
         binder = Binder(self.catalog, {})
         bound = binder.bind_statement_query(query, as_view=view)
-        node = optimize(bound.node)
+        node = bound.node
+        if approximate:                  # static approximation (R-APX-02): smaller windows, lower samples
+            node = reduce_for_approximation(node, approximate.get("WINDOW", 1.0), approximate.get("SAMPLE", 1.0))
+        node = optimize(node)
         root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
-        return self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
-                             set(binder.depends), view, publish)
+        query = self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
+                              set(binder.depends), view, publish)
+        query.reduction = {k.lower(): v for k, v in (approximate or {}).items()}
+        return query
 
     def _install(self, root, kind: str, columns: list[tuple[str, str]], name: str | None, text: str,
                  depends: set[str], view: bool = False, publish: str | None = None) -> Query:

@@ -27,11 +27,13 @@ from dsms.system import EngineSystem
 from scheduler import POLICIES, Policy
 from synopses import RelationSynopsis, SortedRunIndexSynopsis, StateSynopsis, WindowSynopsis
 from synopses.shared_store import SharedWindowStore
+from synopses.state import RowStateSynopsis
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
              SemiJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp, ChangelogOp,
              SnapshotOp)
-SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis)
+SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis,
+            RowStateSynopsis)
 
 INTRO = """# Control tables
 
@@ -58,6 +60,11 @@ What the knobs do:
 - `memory` (window synopses): a budget in bytes; over it the oldest tuples leave the window early, at the
   current instant (STREAM's w = floor(M / tuple size), digest-004 P-18), `evicted` counts them and
   `approximate` turns true. On other synopses the budget is recorded and reported against `bytes`.
+- `kind` (the row state of DISTINCT, UNION, EXCEPT and INTERSECT: `row_state` synopses): `exact` (the default)
+  or `bloom`, a Bloom filter sized by `bloom_rows` and `fp_rate` (a counting one when the input deletes). The
+  switch applies from the next instant; exact to bloom hands every exact count over, bloom to exact drains the
+  filter (`in_effect` reads `draining`) until the rows it held have left. Any other kind is refused.
+  docs/approximate-synopses.md.
 """
 
 

@@ -79,12 +79,14 @@ class FuncCall:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """COUNT, SUM, AVG, MIN, MAX (upper-case). ``arg`` is None for ``COUNT(*)``."""
+    """COUNT, SUM, AVG, MIN, MAX and the APPROX_ aggregates (upper-case). ``arg`` is None for ``COUNT(*)``;
+    ``param`` is APPROX_QUANTILE's fraction or APPROX_TOP_K's k."""
 
     func: str
     arg: Expr | None
     distinct: bool = False
     pos: Pos = _pos()
+    param: float | int | None = None
 
 
 @dataclass(frozen=True)
@@ -291,12 +293,14 @@ class RegisterRelation:
 
 @dataclass(frozen=True)
 class RegisterQuery:
-    """``REGISTER QUERY name AS query [PUBLISH TO MQTT 'topic']``."""
+    """``REGISTER QUERY name AS query [APPROXIMATE (WINDOW f, SAMPLE g)] [PUBLISH TO MQTT 'topic']``;
+    ``approximate`` maps WINDOW and SAMPLE to their reduction factors (dsms/plan/rules/reduce_for_approximation.py)."""
 
     name: str
     query: Query
     publish_topic: str | None = None
     pos: Pos = _pos()
+    approximate: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from dsms.cql import ast
 from dsms.errors import CQLError
 from dsms.types import INT64_MAX
 
-__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS",
-           "COLUMN_TYPES"]
+__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "APPROX_AGGREGATES",
+           "TIME_UNITS", "COLUMN_TYPES"]
 
 # ---------------------------------------------------------------- vocabulary checked here, not in the grammar
 
@@ -52,7 +52,10 @@ _SIZED_TYPES = frozenset({"CHAR", "VARCHAR"})
 
 #: Scalar functions and their number of arguments (SPEC section 4).
 SCALAR_FUNCTIONS: dict[str, int] = {"LOWER": 1, "UPPER": 1, "LENGTH": 1, "ABS": 1}
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
+#: Approximate aggregates (issue 14 item 4, docs/cql.md) and the kind of their second, constant argument.
+APPROX_AGGREGATES: dict[str, str | None] = {"APPROX_COUNT_DISTINCT": None, "APPROX_QUANTILE": "fraction",
+                                            "APPROX_TOP_K": "count"}
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", *APPROX_AGGREGATES})
 MQTT_FORMATS = frozenset({"JSON", "MSGPACK"})
 SHOW_KINDS = ("STREAMS", "RELATIONS", "VIEWS", "QUERIES")
 
@@ -412,6 +415,33 @@ def _positive_int(token: Token, what: str) -> int:
     return _int_value(token)
 
 
+def _approx_aggregate(name: str, token, distinct: bool, values, pos) -> ast.Aggregate:
+    """APPROX_COUNT_DISTINCT(x), APPROX_QUANTILE(x, q) with a constant q in [0, 1], APPROX_TOP_K(x, k) with a
+    constant integer k >= 1: the second argument is a literal, so that it is part of the plan (and of what two
+    queries share), not a value per row."""
+    want = APPROX_AGGREGATES[name]
+    if values is None or distinct:
+        raise _err(f"{'*' if values is None else 'DISTINCT'} is not allowed in {name}; write {name}(x"
+                   f"{'' if want is None else ', q' if want == 'fraction' else ', k'})", token)
+    nargs = 1 if want is None else 2
+    if len(values) != nargs:
+        raise _err(f"{name} takes {nargs} argument(s), got {len(values)}", token)
+    if want is None:
+        return ast.Aggregate(name, values[0], pos=pos)
+    lit = values[1]
+    neg = isinstance(lit, ast.UnaryOp) and lit.op == "-" and isinstance(lit.operand, ast.Literal)
+    if neg:
+        lit = ast.Literal(-lit.operand.value, lit.operand.type, pos=lit.operand.pos)
+    if want == "fraction":
+        if not (isinstance(lit, ast.Literal) and lit.type in ("INT", "FLOAT") and 0 <= lit.value <= 1):
+            raise _err(f"{name}'s second argument must be a constant fraction between 0 and 1 (0.5 for the "
+                       "median)", token)
+        return ast.Aggregate(name, values[0], pos=pos, param=float(lit.value))
+    if not (isinstance(lit, ast.Literal) and lit.type == "INT" and 1 <= lit.value <= 1000):
+        raise _err(f"{name}'s second argument must be a constant integer between 1 and 1000", token)
+    return ast.Aggregate(name, values[0], pos=pos, param=int(lit.value))
+
+
 @v_args(meta=True)
 class _ToAst(Transformer_NonRecursive):
     """One method per grammar rule (or alias), each building the AST node of that rule."""
@@ -455,8 +485,29 @@ class _ToAst(Transformer_NonRecursive):
         return ast.RegisterRelation(name.value, columns, pos=_pos(meta))
 
     def register_query(self, meta, children):
-        name, query, *publish = children
-        return ast.RegisterQuery(name.value, query, publish[0] if publish else None, pos=_pos(meta))
+        name, query, *rest = children
+        approx = next((c for c in rest if isinstance(c, tuple)), ())
+        publish = next((c for c in rest if isinstance(c, str)), None)
+        return ast.RegisterQuery(name.value, query, publish, pos=_pos(meta), approximate=approx)
+
+    def approximate(self, meta, children):
+        seen = {}
+        for what, value, token in children:
+            if what in seen:
+                raise _err(f"APPROXIMATE names {what} twice", token)
+            seen[what] = value
+        return tuple(seen.items())
+
+    def reduction(self, meta, children):
+        name, num = children
+        what = name.value.upper()
+        if what not in ("WINDOW", "SAMPLE"):
+            raise _err(f"APPROXIMATE takes WINDOW and SAMPLE factors, not {name.value!r}", name)
+        value = float(num.value)
+        if not 0 < value <= 1:
+            raise _err(f"the {what} factor must be in (0, 1] (0.5 halves the {what.lower()}), not {num.value}",
+                       num)
+        return (what, value, name)
 
     def register_view(self, meta, children):
         name, query = children
@@ -840,6 +891,8 @@ class _ToAst(Transformer_NonRecursive):
         name_token, *args = children
         name = name_token.value.upper()
         distinct, values = args[0] if args else (False, ())
+        if name in APPROX_AGGREGATES:
+            return _approx_aggregate(name, name_token, distinct, values, _pos(meta))
         if name in AGGREGATES:
             if values is None:
                 if name != "COUNT":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields, replace
 
+from dsms.agg_spec import APPROX_RESULT_TYPES
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.cql import ast
 from dsms.errors import SchemaError
@@ -840,7 +841,7 @@ class Binder:
                     raise SchemaError(f"{_at(a.pos)}aggregates cannot be nested")
                 arg = self.bind_expr(a.arg, scope)
                 at = self._type(arg, types)
-                if a.func in ("SUM", "AVG") and at not in NUMERIC:
+                if a.func in ("SUM", "AVG", "APPROX_QUANTILE") and at not in NUMERIC:
                     raise SchemaError(f"{_at(a.pos)}{a.func} needs a number, not {at}")
                 if arg in pre_exprs[len(group_exprs):]:
                     col = pre_exprs.index(arg, len(group_exprs))
@@ -848,8 +849,11 @@ class Binder:
                     pre_exprs.append(arg)
                     pre_types.append(at)
                     col = len(pre_exprs) - 1
-                spec = (a.func, col, a.distinct)
+                func = a.func if a.param is None else f"{a.func}:{a.param}"
+                spec = (func, col, a.distinct)
                 t = {"COUNT": "INT", "AVG": "FLOAT"}.get(a.func, at)     # SUM keeps its input's type (SPEC 4)
+                if a.func in APPROX_RESULT_TYPES:
+                    t = APPROX_RESULT_TYPES[a.func] or at                # a quantile is one of the values
             if spec not in aggs:
                 aggs.append(spec)
                 agg_types.append(t)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from dsms.agg_spec import agg_label
 from dsms.expr.compile import compile_expr
 from dsms.formats.xml_codec import visible
 from dsms.plan import logical as L
@@ -186,7 +187,7 @@ def _logical_detail(n) -> str:
             return ("anti" if n.anti else "semi") + (f" on {on}" if on else "")
         return on or "cross product"
     if isinstance(n, L.Aggregate):
-        aggs = ", ".join(f"{f}({'DISTINCT ' if d else ''}{'*' if a is None else f'${a}'})" for f, a, d in n.aggs)
+        aggs = ", ".join(agg_label(f, a, d) for f, a, d in n.aggs)
         return (f"GROUP BY {', '.join(f'${g}' for g in n.group)}: " if n.group else "") + aggs
     if isinstance(n, L.SetOp):
         return n.op + (" ALL" if n.all else "")

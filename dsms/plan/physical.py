@@ -327,8 +327,11 @@ class PhysicalPlanner:
         out = self._new_queue()
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
-        cls = VectorAggregateOp if vectorisable(node.aggs) else AggregateOp
-        op = cls(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        if vectorisable(node.aggs):
+            op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        else:
+            op = AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
+                             keep_values=not node.child.monotone)
         names = node.child.names      # an INT SUM outside int64 is reported by its column (SPEC section 4)
         op.arg_names = ["*" if a is None else names[a] for _, a, _ in node.aggs]
         return out, op
@@ -336,7 +339,7 @@ class PhysicalPlanner:
     def _Distinct(self, node: L.Distinct, qid):
         inp = self.build(node.child, qid)
         out = self._new_queue()
-        return out, DistinctOp(inp, out, dtypes_of(node.types))
+        return out, DistinctOp(inp, out, dtypes_of(node.types), insert_only=node.child.monotone)
 
     # ---------------------------------------------------------------- binary
 
@@ -383,7 +386,8 @@ class PhysicalPlanner:
         left = self.build(node.left, qid)
         right = self.build(node.right, qid)
         out = self._new_queue()
-        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types))
+        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types),
+                            insert_only=node.left.monotone and node.right.monotone)
 
     # ---------------------------------------------------------------- relation to stream, sinks
 
