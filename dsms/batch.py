@@ -101,9 +101,9 @@ def _string_bytes(c: np.ndarray) -> int:
     spread sample of that many: len(c) * mean(len + 49)."""
     n = len(c)
     if n <= STR_SAMPLE:
-        return sum(len(s) + 49 for s in c.tolist())
+        return sum(map(len, c.tolist())) + 49 * n
     sample = c[:: n // STR_SAMPLE][:STR_SAMPLE].tolist()
-    return n * sum(len(s) + 49 for s in sample) // len(sample)
+    return n * (sum(map(len, sample)) + 49 * len(sample)) // len(sample)
 
 
 def _values(c: np.ndarray) -> list:

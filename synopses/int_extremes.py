@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 I64 = np.int64
+NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
+SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
 FEW_DIRTY = 8        # up to this many groups with deletes: each finds its log rows with one mask over the log
 
 
@@ -129,6 +131,11 @@ class IntExtremes:
             lv, lc = self.lv[idx], self.lc[idx]
             cur = int(self.ext[gid]) if had_first[b] else None
             start = int(row_lo[k])
+            stop = int(ends[int(seg_hi[k]) - 1]) + 1
+            if len(idx) + stop - start <= SMALL:
+                self._small(lv, lc, v[start:stop], sign[start:stop], ends[seg_lo[k]:seg_hi[k]] - start + 1,
+                            new_cnt[seg_lo[k]:seg_hi[k]], new, int(seg_lo[k]))
+                continue
             lo = start
             for s in range(int(seg_lo[k]), int(seg_hi[k])):
                 hi = int(ends[s]) + 1
@@ -153,6 +160,21 @@ class IntExtremes:
                         cur = max(cur, ib) if self.want_max else min(cur, ib)
                 new[s] = 0 if cur is None else cur
                 lo = hi
+
+    def _small(self, lv, lc, v, sign, seg_stop, new_cnt, new, s0) -> None:
+        """A small group's segments with a count per value in a dict: a few numpy calls per segment cost
+        more than a few dozen Python steps."""
+        counts: dict = {}
+        for x, c in zip(lv.tolist(), lc.tolist()):
+            counts[x] = counts.get(x, 0) + c
+        vs, ss = v.tolist(), sign.tolist()
+        best = max if self.want_max else min
+        lo = 0
+        for j, (hi, nc) in enumerate(zip(seg_stop.tolist(), new_cnt.tolist())):
+            for x, c in zip(vs[lo:hi], ss[lo:hi]):
+                counts[x] = counts.get(x, 0) + c
+            new[s0 + j] = best(x for x, c in counts.items() if c > 0) if nc > 0 else 0
+            lo = hi
 
     def _recompute(self, vals: np.ndarray, cnts: np.ndarray) -> int:
         """The extreme of the multiset given as (value, count) entries (repeats allowed, counts summing to
@@ -181,7 +203,7 @@ class IntExtremes:
         self.lg = np.concatenate([self.lg, g])
         self.lv = np.concatenate([self.lv, v])
         self.lc = np.concatenate([self.lc, c])
-        if len(self.lg) > 2 * self.netted + 4096:
+        if len(self.lg) > 2 * self.netted + NET_MIN:
             one = self.lg[0] == self.lg.min() == self.lg.max()
             order = np.argsort(self.lv) if one else np.lexsort((self.lv, self.lg))
             g, v, c = self.lg[order], self.lv[order], self.lc[order]

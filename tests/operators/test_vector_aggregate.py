@@ -13,6 +13,7 @@ from dsms.batch import Batch
 from dsms.operators.vector_aggregate import VectorAggregateOp
 from dsms.plan import physical
 from dsms.queues import Queue
+from synopses import int_extremes
 
 QUERY = "SELECT k, COUNT(*) AS c, SUM(v) AS s, AVG(v) AS a, SUM(i) AS si, AVG(i) AS ai FROM S [RANGE 7] GROUP BY k"
 
@@ -236,13 +237,19 @@ def run_extremes(query: str, batches, vectorised: bool):
         physical.vectorisable = saved
 
 
+@pytest.mark.parametrize("small", [int_extremes.SMALL, 0], ids=["small-groups-in-python", "numpy-only"])
 @pytest.mark.parametrize("query", EXTREME_QUERIES)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(batches=st.lists(rows, min_size=1, max_size=6))
-def test_vectorised_min_max_equal_row_at_a_time(query, batches):
+def test_vectorised_min_max_equal_row_at_a_time(query, small, batches):
     """MIN/MAX of INT under window deletes: the vectorised aggregate (synopses/int_extremes.py) gives the
-    changelog of the row-at-a-time one (ExtremeBag), instant by instant."""
-    kv, fast = run_extremes(query, batches, True)
+    changelog of the row-at-a-time one (ExtremeBag), instant by instant; with small groups walked in Python
+    and with every group through the numpy segment walk (``SMALL = 0``)."""
+    saved, int_extremes.SMALL = int_extremes.SMALL, small
+    try:
+        kv, fast = run_extremes(query, batches, True)
+    finally:
+        int_extremes.SMALL = saved
     kr, slow = run_extremes(query, batches, False)
     assert "VectorAggregateOp" in kv and "VectorAggregateOp" not in kr
     assert fast == slow
