@@ -158,6 +158,42 @@ def compare(name: str, a: Counter, b: Counter, what: str) -> None:
                              f"only dsms: {only_a}; only {what}: {only_b}")
 
 
+SWEEP_PUSHES = (100, 250, 500, 1000, 2000, 4000, 4048, 4140, 6000, 10000, 20000, 50000)
+
+
+def sweep(args, ev: dict, w: Windows) -> dict:
+    """Events per second against events per push, one engine run per point (best of ``--rounds``)."""
+    names = args.queries.split(",")
+    result: dict = {"events": args.events, "clock": args.clock, "pushes": list(SWEEP_PUSHES), "queries": {}}
+    print(f"{'events/push':>12}" + "".join(f"{n:>12}" for n in names))
+    for p in SWEEP_PUSHES:
+        row = []
+        for n in names:
+            rate = max(run_dsms(BY_NAME[n], ev, args.events, p, w)[0] for _ in range(max(1, args.rounds)))
+            result["queries"].setdefault(n, []).append(rate)
+            row.append(rate)
+        print(f"{p:>12,}" + "".join(f"{r:>12,.0f}" for r in row), flush=True)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for n in names:
+        ax.plot(SWEEP_PUSHES, result["queries"][n], marker="o", label=f"{n} {BY_NAME[n].title}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("events per push (person + auction + bid rows)")
+    ax.set_ylabel(f"events per second ({args.clock} time)")
+    ax.set_title(f"dsms on NEXMark, {args.events:,} events, one core")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.sweep, dpi=110)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
@@ -167,6 +203,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window", type=int, default=10_000,
                     help="q7/q8 tumbling window and q5 range in ms (q5 slides by a fifth of it)")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--sweep", metavar="PNG",
+                    help="instead of the table: events/s against events per push (SWEEP_PUSHES) for --queries, "
+                         "plotted to PNG (needs matplotlib, a benchmark-only dependency) and written to --json")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="cpu: the process's CPU time (fair on a shared machine); wall: elapsed time")
     args = ap.parse_args(argv)
@@ -174,6 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
     w = Windows(args.window, args.window // 5, args.window, args.window)
     pushes = [int(x) for x in args.pushes.split(",")]
     ev = generate(args.events)
+    if args.sweep:
+        return sweep(args, ev, w)
     events = merged_events(ev)
     con = duckdb_connection(ev)
     result: dict = {"events": args.events, "clock": args.clock, "windows": w.__dict__, "queries": {}}

@@ -32,7 +32,7 @@ def test_generator_follows_nexmark_constants():
     assert int(ev["Bid"]["ts"][-1] - ev["Person"]["ts"][0]) == 99
     assert ev["Auction"]["id"].tolist()[:4] == [1000, 1001, 1002, 1003]
     assert (ev["Auction"]["id"] == last_auction(ev["Auction"]["event"]) + 1000).all()
-    assert ((ev["Auction"]["expires"] > ev["Auction"]["dateTime"])).all()
+    assert (ev["Auction"]["expires"] > ev["Auction"]["dateTime"]).all()
     later = generate(500, first=500)
     for s, cols in SCHEMAS.items():
         k = len(later[s]["ts"])
