@@ -26,7 +26,6 @@ import numpy as np
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
 SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
-FEW_DIRTY = 8        # up to this many groups with deletes: each finds its log rows with one mask over the log
 
 
 class IntExtremes:
@@ -50,6 +49,8 @@ class IntExtremes:
         self.lv = np.empty(0, dtype=I64)
         self.lc = np.empty(0, dtype=I64)
         self.netted = 0                              # log rows right after the last netting
+        self.tail: list[tuple] = []                  # batches appended since, joined to the log when read
+        self.tail_rows = 0
 
     def grow(self, size: int) -> None:
         if size > len(self.ext):
@@ -58,7 +59,16 @@ class IntExtremes:
             self.ext = ext
 
     def nbytes(self) -> int:
-        return self.ext.nbytes + self.lg.nbytes + self.lv.nbytes + self.lc.nbytes
+        return (self.ext.nbytes + self.lg.nbytes + self.lv.nbytes + self.lc.nbytes
+                + sum(3 * g.nbytes for g, _, _ in self.tail))
+
+    def _join_tail(self) -> None:
+        """The appended batches joined onto the log arrays (one copy of the log per read, not per batch)."""
+        if self.tail:
+            self.lg = np.concatenate([self.lg] + [g for g, _, _ in self.tail])
+            self.lv = np.concatenate([self.lv] + [v for _, v, _ in self.tail])
+            self.lc = np.concatenate([self.lc] + [c for _, _, c in self.tail])
+            self.tail, self.tail_rows = [], 0
 
     def _best(self, a: np.ndarray) -> int:
         return int(a.max()) if self.want_max else int(a.min())
@@ -115,27 +125,36 @@ class IntExtremes:
         return new, old
 
     def _dirty(self, v, sign, is_del, g_s, gi, ends, seg_gi, new_cnt, dgi, new, had_first) -> None:
-        """The extremes of the groups with deletes, segment by segment (written into ``new``)."""
+        """The extremes of the groups with deletes, segment by segment (written into ``new``). The log rows of
+        all these groups are found with one pass over the log; small groups then go through one Python loop
+        (``_small``), large ones segment by segment with numpy."""
+        self._join_tail()
         seg_lo = np.searchsorted(seg_gi, dgi, side="left")
         seg_hi = np.searchsorted(seg_gi, dgi, side="right")
         row_lo = np.searchsorted(gi, dgi, side="left")
-        if len(dgi) > FEW_DIRTY and len(self.lg):
-            lorder = np.argsort(self.lg, kind="stable")
-            lsorted = self.lg[lorder]
-        for k, b in enumerate(dgi.tolist()):
-            gid = int(g_s[row_lo[k]])
-            if len(dgi) > FEW_DIRTY and len(self.lg):
-                idx = lorder[np.searchsorted(lsorted, gid):np.searchsorted(lsorted, gid, side="right")]
-            else:
-                idx = np.flatnonzero(self.lg == gid)
-            lv, lc = self.lv[idx], self.lc[idx]
-            cur = int(self.ext[gid]) if had_first[b] else None
+        gids = g_s[row_lo]                                   # ascending: the batch is sorted by group
+        if len(self.lg):
+            idx = np.flatnonzero(np.isin(self.lg, gids))
+            idx = idx[np.argsort(self.lg[idx], kind="stable")]
+            lg = self.lg[idx]
+            l_lo = np.searchsorted(lg, gids, side="left")
+            l_hi = np.searchsorted(lg, gids, side="right")
+        else:
+            idx = np.empty(0, dtype=I64)
+            l_lo = l_hi = np.zeros(len(gids), dtype=I64)
+        row_hi = ends[seg_hi - 1] + 1
+        size = (l_hi - l_lo) + (row_hi - row_lo)
+        small = size <= SMALL
+        if small.any():
+            self._small(self.lv[idx].tolist(), self.lc[idx].tolist(), v.tolist(), sign.tolist(), ends.tolist(),
+                        new_cnt.tolist(), new, zip(l_lo[small].tolist(), l_hi[small].tolist(),
+                                                   row_lo[small].tolist(), seg_lo[small].tolist(),
+                                                   seg_hi[small].tolist()))
+        for k in np.flatnonzero(~small).tolist():
+            gid = int(gids[k])
+            lv, lc = self.lv[idx[l_lo[k]:l_hi[k]]], self.lc[idx[l_lo[k]:l_hi[k]]]
+            cur = int(self.ext[gid]) if had_first[dgi[k]] else None
             start = int(row_lo[k])
-            stop = int(ends[int(seg_hi[k]) - 1]) + 1
-            if len(idx) + stop - start <= SMALL:
-                self._small(lv, lc, v[start:stop], sign[start:stop], ends[seg_lo[k]:seg_hi[k]] - start + 1,
-                            new_cnt[seg_lo[k]:seg_hi[k]], new, int(seg_lo[k]))
-                continue
             lo = start
             for s in range(int(seg_lo[k]), int(seg_hi[k])):
                 hi = int(ends[s]) + 1
@@ -161,20 +180,22 @@ class IntExtremes:
                 new[s] = 0 if cur is None else cur
                 lo = hi
 
-    def _small(self, lv, lc, v, sign, seg_stop, new_cnt, new, s0) -> None:
-        """A small group's segments with a count per value in a dict: a few numpy calls per segment cost
-        more than a few dozen Python steps."""
-        counts: dict = {}
-        for x, c in zip(lv.tolist(), lc.tolist()):
-            counts[x] = counts.get(x, 0) + c
-        vs, ss = v.tolist(), sign.tolist()
+    def _small(self, lv: list, lc: list, v: list, sign: list, ends: list, new_cnt: list, new: np.ndarray,
+               groups) -> None:
+        """Small groups' segments with a count per value in a dict: for a group of a few rows, numpy calls
+        cost more than the Python steps. ``groups``: (log from, log to, first row, first segment, segment
+        end) per group, over the lists of the log rows found and of the batch."""
         best = max if self.want_max else min
-        lo = 0
-        for j, (hi, nc) in enumerate(zip(seg_stop.tolist(), new_cnt.tolist())):
-            for x, c in zip(vs[lo:hi], ss[lo:hi]):
+        for l0, l1, lo, s0, s1 in groups:
+            counts: dict = {}
+            for x, c in zip(lv[l0:l1], lc[l0:l1]):
                 counts[x] = counts.get(x, 0) + c
-            new[s0 + j] = best(x for x, c in counts.items() if c > 0) if nc > 0 else 0
-            lo = hi
+            for s in range(s0, s1):
+                hi = ends[s] + 1
+                for x, c in zip(v[lo:hi], sign[lo:hi]):
+                    counts[x] = counts.get(x, 0) + c
+                new[s] = best(x for x, c in counts.items() if c > 0) if new_cnt[s] > 0 else 0
+                lo = hi
 
     def _recompute(self, vals: np.ndarray, cnts: np.ndarray) -> int:
         """The extreme of the multiset given as (value, count) entries (repeats allowed, counts summing to
@@ -200,10 +221,10 @@ class IntExtremes:
 
     def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
         """Add the batch to the log; net the log once it has doubled since the last netting."""
-        self.lg = np.concatenate([self.lg, g])
-        self.lv = np.concatenate([self.lv, v])
-        self.lc = np.concatenate([self.lc, c])
-        if len(self.lg) > 2 * self.netted + NET_MIN:
+        self.tail.append((g.copy(), v.copy(), c.copy()))
+        self.tail_rows += len(g)
+        if len(self.lg) + self.tail_rows > 2 * self.netted + NET_MIN:
+            self._join_tail()
             one = self.lg[0] == self.lg.min() == self.lg.max()
             order = np.argsort(self.lv) if one else np.lexsort((self.lv, self.lg))
             g, v, c = self.lg[order], self.lv[order], self.lc[order]
