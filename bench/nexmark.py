@@ -67,6 +67,11 @@ def _pushes(ev: dict, n_events: int, per_push: int, first: int = 0) -> list[list
     return out
 
 
+def final_heartbeat(last: int, w: Windows) -> int:
+    """A heartbeat past which every window has closed and emptied."""
+    return last + 10 * max(w.q5_range, w.q7, w.q8)
+
+
 def run_dsms(q: NexQuery, ev: dict, n_events: int, per_push: int, w: Windows) -> tuple[float, list]:
     """Events per second through the engine, and the result batches."""
     eng = Engine()
@@ -86,7 +91,7 @@ def run_dsms(q: NexQuery, ev: dict, n_events: int, per_push: int, w: Windows) ->
         eng.heartbeat(int(last))
         eng.run()
         out.extend(query.drain_batches())
-    eng.heartbeat(int(last) + 10 * max(w.q5_range, w.q7, w.q8))      # every window closes and empties
+    eng.heartbeat(final_heartbeat(int(last), w))
     eng.run()
     out.extend(query.drain_batches())
     return n_events / (CLOCK[0]() - t0), out
@@ -226,6 +231,9 @@ def main(argv: list[str] | None = None) -> dict:
                          "plotted to PNG (needs matplotlib, a benchmark-only dependency) and written to --json")
     ap.add_argument("--q7-window", action="store_true",
                     help="instead of the table: rows/s of q7's window aggregate alone, MAX(price) beside SUM(price)")
+    ap.add_argument("--http", type=int, metavar="P", default=0,
+                    help="add a column: the same queries through a real server over HTTP (columnar msgpack in, "
+                         "NDJSON out), P events per push; wall time and the server's CPU time")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="cpu: the process's CPU time (fair on a shared machine); wall: elapsed time")
     args = ap.parse_args(argv)
@@ -242,6 +250,8 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {"events": args.events, "clock": args.clock, "windows": w.__dict__, "queries": {}}
     head = "".join(f"{f'dsms@{p}':>14}" for p in pushes)
     ratios = "".join(f"{f'{p}/loop':>11}" for p in pushes) + "".join(f"{f'{p}/duck':>11}" for p in pushes)
+    if args.http:
+        head += f"{f'http@{args.http}':>14}{'http cpu':>14}"
     print(f"{'query':<6}{head}{'loop':>14}{'duckdb':>14}{ratios}{'rows out':>10}")
     for name in args.queries.split(","):
         q = BY_NAME[name]
@@ -260,10 +270,19 @@ def main(argv: list[str] | None = None) -> dict:
             duck = max(duck, rate)
             compare(name, got, want, "the plain loop")
             compare(name, got, canonical_duckdb(q, rows), "DuckDB")
+        http = ""
         r = {"dsms": {str(p): best[p] for p in pushes}, "loop": loop, "duckdb": duck,
              "rows_out": sum(got.values()), "title": q.title}
+        if args.http:
+            from bench.nexmark_http import run_http
+            last = int(max(ev[s]["ts"][-1] for s in SCHEMAS if len(ev[s]["ts"])))
+            wall, cpu, ans = run_http(q, _pushes(ev, args.events, args.http), ev, args.events, w,
+                                      final_heartbeat(last, w))
+            compare(name, got, ans, "the server over HTTP")
+            r["http"] = {"events_per_push": args.http, "wall": wall, "server_cpu": cpu}
+            http = f"{wall:>14,.0f}{cpu or 0:>14,.0f}"
         result["queries"][name] = r
-        print(f"{name:<6}" + "".join(f"{best[p]:>14,.0f}" for p in pushes) + f"{loop:>14,.0f}{duck:>14,.0f}"
+        print(f"{name:<6}" + "".join(f"{best[p]:>14,.0f}" for p in pushes) + http + f"{loop:>14,.0f}{duck:>14,.0f}"
               + "".join(f"{best[p] / loop:>10.2f}x" for p in pushes)
               + "".join(f"{best[p] / duck:>10.2f}x" for p in pushes) + f"{r['rows_out']:>10,}", flush=True)
     print(f"(events per second by {args.clock} time, {args.events:,} events, one core; answers equal across the three:"

@@ -49,3 +49,18 @@ def test_dsms_equals_loop_and_duckdb(q, data):
     for per_push in (37, 1000):
         got = nexmark.canonical_dsms(q, nexmark.run_dsms(q, ev, N, per_push, W)[1])
         nexmark.compare(q.name, got, want, f"the plain loop (pushes of {per_push})")
+
+
+@pytest.mark.parametrize("name", ["q2", "q4", "q5"])
+def test_server_over_http_gives_the_same_answer(name, data):
+    """The bench's HTTP column (a real ``dsms serve`` on loopback, columnar msgpack in, NDJSON out) answers as
+    the plain loop does: a stream answer (q2, q5, windows included) and a relation answer read as a changelog
+    (q4)."""
+    from bench.nexmark_http import run_http
+
+    ev, events, _ = data
+    q = next(q for q in QUERIES if q.name == name)
+    want = nexmark.canonical_loop(q, nexmark.run_loop(q, events, W)[1])
+    last = int(max(ev[s]["ts"][-1] for s in SCHEMAS))
+    _, _, got = run_http(q, nexmark._pushes(ev, N, 500), ev, N, W, nexmark.final_heartbeat(last, W))
+    nexmark.compare(name, got, want, "the plain loop")
