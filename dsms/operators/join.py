@@ -191,7 +191,7 @@ class JoinOp(BinaryOperator):
     def _int_codes(self, cols: list[np.ndarray]) -> np.ndarray:
         """Codes for keys of several integer columns with no Python per key: each column's values get dense ids
         (one persistent hash table per key position, shared by both sides), and the ids are combined pairwise
-        into dense ids again."""
+        into dense ids again (each below 2**31: that many distinct keys would not fit in memory anyway)."""
         k = len(cols)
         if self.int_key_ids is None:
             self.int_key_ids = [IntIds() for _ in range(2 * k - 1)]
