@@ -181,6 +181,42 @@ def q7_window(args, ev: dict, w: Windows) -> dict:
     return out
 
 
+NARROW_BID = [("auction", "INT"), ("bidder", "INT"), ("price", "INT"), ("dateTime", "TIMESTAMP")]
+NARROW_QUERIES = {"q1": "SELECT auction, bidder, price * 0.908 AS price, dateTime FROM Bid",
+                  "q2": "SELECT auction, price FROM Bid WHERE auction % 123 = 0"}
+
+
+def unread_columns(args, ev: dict) -> dict:
+    """Bid rows per second of q1 (without ``extra``) and q2, Bid pushed alone, with Bid's full schema and with
+    its numeric columns only: the stateless plans' per-row cost should not depend on columns they do not read."""
+    b = ev["Bid"]
+    n = len(b["ts"])
+    out: dict = {"bids": n, "clock": args.clock, "rows_per_s": {}}
+    for name, text in NARROW_QUERIES.items():
+        for per in (1_000, 10_000):
+            for label, schema in (("full", SCHEMAS["Bid"]), ("numeric", NARROW_BID)):
+                best = 0.0
+                for _ in range(max(1, args.rounds)):
+                    eng = Engine()
+                    eng.execute(f"REGISTER STREAM Bid ({', '.join(f'{c} {t}' for c, t in schema)})")
+                    q = eng.execute(text)
+                    t0 = CLOCK[0]()
+                    for i in range(0, n, per):
+                        eng.push("Bid", {c: b[c][i:i + per] for c, _ in schema}, b["ts"][i:i + per])
+                        eng.heartbeat(int(b["ts"][min(i + per, n) - 1]))
+                        eng.run()
+                        q.drain_batches()
+                    best = max(best, n / (CLOCK[0]() - t0))
+                out["rows_per_s"][f"{name}@{per} {label}"] = best
+            full, num = out["rows_per_s"][f"{name}@{per} full"], out["rows_per_s"][f"{name}@{per} numeric"]
+            print(f"{name}, {per:,} bid rows per push: full schema {full:,.0f}, numeric columns only {num:,.0f} "
+                  f"rows/s ({full / num:.2f}x)", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2)
+    return out
+
+
 SWEEP_PUSHES = (100, 250, 500, 1000, 2000, 4000, 4048, 4140, 6000, 10000, 20000, 50000)
 
 
@@ -234,6 +270,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--http", type=int, metavar="P", default=0,
                     help="add a column: the same queries through a real server over HTTP (columnar msgpack in, "
                          "NDJSON out), P events per push; wall time and the server's CPU time")
+    ap.add_argument("--unread-columns", action="store_true",
+                    help="instead of the table: q1's and q2's Bid rows/s with Bid's full schema (three string "
+                         "columns they do not read) against a Bid of only the numeric columns")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="cpu: the process's CPU time (fair on a shared machine); wall: elapsed time")
     args = ap.parse_args(argv)
@@ -245,6 +284,8 @@ def main(argv: list[str] | None = None) -> dict:
         return sweep(args, ev, w)
     if args.q7_window:
         return q7_window(args, ev, w)
+    if args.unread_columns:
+        return unread_columns(args, ev)
     events = merged_events(ev)
     con = duckdb_connection(ev)
     result: dict = {"events": args.events, "clock": args.clock, "windows": w.__dict__, "queries": {}}
