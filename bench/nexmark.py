@@ -2,7 +2,8 @@
 dict/deque loop and DuckDB computing the same answers in the same run, every answer checked equal (issue 15).
 
     python3 bench/nexmark.py [--events N] [--queries q0,q5] [--pushes 1000,10000] [--rounds R] [--json PATH]
-                             [--sweep PATH.png]
+                             [--window MS] [--http P] [--clock cpu|wall]
+    python3 bench/nexmark.py --sweep PATH.png | --q7-window | --unread-columns     (other measurements)
 
 The generator is ``bench/nexmark_gen.py`` (shared/nexmark.md section 2: 1 person : 3 auctions : 46 bids, 10
 events per ms of event time); the queries are ``bench/nexmark_queries.py``. dsms runs each query in its own
@@ -254,7 +255,7 @@ def sweep(args, ev: dict, w: Windows) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--queries", default=",".join(q.name for q in QUERIES))
     ap.add_argument("--pushes", default="1000,10000", help="events per push, comma-separated")
