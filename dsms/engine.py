@@ -287,7 +287,8 @@ class Engine:
             raise SchemaError(f"query '{query_id}' is a stream; only a relation has contents")
         for op in self.ops:
             if isinstance(op, ChangelogOp) and op.output is q.reader.queue:
-                return [row for row, n in op.state.items() for _ in range(n)]
+                live = op.snapshot()
+                return list(live.rows()) if live is not None else []
         return []
 
     # ---------------------------------------------------------------- statements

@@ -1,10 +1,12 @@
-"""Grouped COUNT, SUM and AVG maintained with numpy: the vectorised form of ``AggregateOp``.
+"""Grouped COUNT, SUM, AVG, and MIN/MAX of INT, maintained with numpy: the vectorised form of ``AggregateOp``.
 
 Source: as ``aggregate.py`` (digest-003 section 3.9; digest-002a section 3.11). Used when every aggregate is
 COUNT, SUM or AVG without DISTINCT, whose state is a running sum per group, so that a whole batch of deltas
-folds into the state with cumulative sums instead of a Python loop. Groups get dense ids; a batch is sorted by
-(group, timestamp), the running count and sums give each group's value after every instant, and each touched
-(instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
+folds into the state with cumulative sums instead of a Python loop, or MIN/MAX of an INT or TIMESTAMP
+argument, kept by ``synopses/int_extremes.py`` (a running maximum over value ranks for groups that only grow
+in a batch, a recomputation over the group's netted multiset when a delete removes its extreme). Groups get
+dense ids; a batch is sorted by (group, timestamp), the running count and sums give each group's value after
+every instant, and each touched (instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
 disappears and its sums are reset to exactly zero, so no rounding residue outlives it.
 
 FLOAT sums are kept exactly, as ``AggregateOp`` keeps them (``synopses/float_sums.py``: a double-double sum
@@ -27,14 +29,19 @@ from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
 from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds
+from synopses.int_extremes import IntExtremes
 from synopses.rowcodes import row_codes
 from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
+EXTREME_FUNCS = ("MIN", "MAX")          # vectorised over INT and TIMESTAMP arguments (synopses/int_extremes.py)
 
 
-def vectorisable(aggs) -> bool:
-    return all(f in VECTOR_FUNCS and not d for f, _, d in aggs)
+def vectorisable(aggs, arg_types=None) -> bool:
+    """Whether every aggregate has a vectorised form: COUNT, SUM, AVG, and MIN/MAX of an INT or TIMESTAMP."""
+    return all(not d and (f in VECTOR_FUNCS or (f in EXTREME_FUNCS and arg_types is not None
+                                                 and arg_types[j] in ("INT", "TIMESTAMP")))
+               for j, (f, _, d) in enumerate(aggs))
 
 
 class VectorAggregateOp(FinalInstantsOperator):
@@ -66,12 +73,14 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
         self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
+        self.extremes = {j: IntExtremes(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
 
     def _state_bytes(self) -> int:
         return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes
                 + sum(a.nbytes for a in self.sums.values())
                 + sum(f.nbytes() for f in self.fsums.values())
+                + sum(x.nbytes() for x in self.extremes.values())
                 + (self.int_ids.nbytes() if self.int_ids is not None else 0)
                 + sum(b.nbytes for b in self.held))
 
@@ -120,6 +129,8 @@ class VectorAggregateOp(FinalInstantsOperator):
             self.sums = {a: _grown(v, size) for a, v in self.sums.items()}
             for f in self.fsums.values():
                 f.grow(size)
+            for x in self.extremes.values():
+                x.grow(size)
             self.key_cols = [_grown(k, size) for k in self.key_cols]
         self.n = n
 
@@ -174,9 +185,11 @@ class VectorAggregateOp(FinalInstantsOperator):
         prev = np.concatenate([[0], ends[:-1]])
         old_cnt = np.where(first_of_group, self.count[seg_g], run_cnt[prev])
         new_vals, old_vals = [], []
-        for f, a, _ in self.aggs:
+        for j, (f, a, _) in enumerate(self.aggs):
             if f == "COUNT":
                 nv, ov = new_cnt, old_cnt
+            elif j in self.extremes:
+                nv, ov = self.extremes[j].step(batch.cols[a][order], sign, g_s, ends, old_cnt > 0, new_cnt)
             else:
                 ns = run_sum[a][ends]
                 os_ = np.where(first_of_group, self.sums[a][seg_g], run_sum[a][prev])

@@ -327,7 +327,7 @@ class PhysicalPlanner:
         out = self._new_queue()
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
-        if vectorisable(node.aggs):
+        if vectorisable(node.aggs, arg_types):
             op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
         else:
             op = AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
