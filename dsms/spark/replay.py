@@ -67,9 +67,13 @@ def run(p: Prepared, *, out: str | None = None, spark: Any = None,
     """Run a prepared replay; returns ``(summary, result)`` (``result`` has ``ts``, ``sign``, ``cols``) and
     writes ``out`` when given."""
     t0 = time.monotonic()
-    started_here = spark is None
+    started_here = False
     if spark is None:
+        from pyspark.sql import SparkSession
+
+        had = SparkSession.getActiveSession()
         spark = session(p.master)
+        started_here = spark is not had     # a session someone else started (tests share one) stays up
     startup = time.monotonic() - t0
     strategy = p.strategy
     try:

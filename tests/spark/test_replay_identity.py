@@ -1,0 +1,175 @@
+"""Replay on Spark equals the live run (SPEC section 9), per instant as bags, for every parallel strategy and
+partition counts 1, 2 and 7.
+
+Live: the workload runs through the embedded engine while ``archived.archive_and_run`` writes the archive and
+the catalog log the server would write. Replay: ``dsms.spark.replay`` on the shared ``local[2]`` session.
+Workloads: the papers' worked examples (tests/oracle/examples.py) and hypothesis-generated plans over generated
+streams with relation updates and heartbeats (tests/oracle/generators.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from archived import archive_and_run, replay_rows
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from oracle.examples import cases
+from oracle.generators import Workload, compare, workloads
+
+from dsms.spark import KEY, SINGLE, TIME, ReplayError
+from dsms.spark.replay import prepare, run
+
+CASES = cases()
+
+
+def _replay(spark, data_dir: Path, qid: str, partitions: int, strategy: str | None = None, **kw):
+    p = prepare(str(data_dir), query_id=qid, master="local[2]", partitions=partitions, strategy=strategy, **kw)
+    summary, result = run(p, spark=spark)
+    return summary, replay_rows(result, p.names)
+
+
+@pytest.mark.parametrize("ex,check", [(e, c) for _, e, c in CASES], ids=[i for i, _, _ in CASES])
+def test_worked_example_replays_as_live(spark, tmp_path, ex, check):
+    live, qid = archive_and_run(tmp_path, Workload(ex.statements, check.query, ex.actions, ex.until))
+    compare(check.expected, live)                    # the live run is right (the oracle's expectation) ...
+    summary, replayed = _replay(spark, tmp_path, qid, 2)
+    compare(live, replayed)                          # ... and the replay equals it
+    assert summary["warnings"] == []
+
+
+def _check_strategy(spark, w: Workload, strategy: str, partitions: int, window: tuple | None = None) -> int:
+    """Replay ``w`` with ``strategy``; 1 when compared, hypothesis' ``assume`` rejects plans it does not fit."""
+    d = Path(tempfile.mkdtemp(prefix="dsms-replay-"))
+    try:
+        live, qid = archive_and_run(d, w)
+        kw = {}
+        if window is not None:
+            kw = {"from_ts": window[0], "to_ts": window[1]}
+            live = [e for e in live if window[0] <= e[0] < window[1]]
+        try:
+            summary, replayed = _replay(spark, d, qid, partitions, strategy, **kw)
+        except ReplayError as e:
+            assume("cannot be replayed" not in str(e) and "no archived input" not in str(e))
+            raise
+        assert summary["strategy"] == strategy
+        assert summary["partitions"] == (1 if strategy == SINGLE else partitions)
+        compare(live, replayed)
+        return 1
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+_FAMILIES = {KEY: st.sampled_from(["aggregate", "join", "aggregate"]),
+             TIME: st.sampled_from(["window", "aggregate", "join", "setop", "streamop"]),
+             SINGLE: st.sampled_from(["window", "aggregate", "join", "setop", "streamop", "subquery"])}
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 7])
+@pytest.mark.parametrize("strategy", [KEY, TIME, SINGLE])
+def test_generated_plans_replay_as_live(spark, strategy, partitions):
+    compared = []
+
+    @settings(max_examples=6, database=None)
+    @given(st.data())
+    def check(data):
+        family = data.draw(_FAMILIES[strategy])
+        w = data.draw(workloads(family, max_events=16))
+        compared.append(_check_strategy(spark, w, strategy, partitions))
+
+    check()
+    assert len(compared) >= 4, f"only {len(compared)} generated plans could be replayed {strategy}"
+
+
+@pytest.mark.parametrize("strategy", [KEY, TIME, SINGLE])
+def test_time_range_replays_those_instants_as_live(spark, strategy):
+    """``--from``/``--to`` write the instants in range, equal to the live run's, whatever came before (the
+    slices warm up; unbounded state is read from the start)."""
+    compared = []
+
+    @settings(max_examples=6, database=None)
+    @given(st.data())
+    def check(data):
+        w = data.draw(workloads(data.draw(_FAMILIES[strategy]), max_events=16))
+        lo = data.draw(st.integers(-20, 40))
+        hi = lo + data.draw(st.integers(1, 40))
+        compared.append(_check_strategy(spark, w, strategy, data.draw(st.sampled_from([1, 2, 7])), (lo, hi)))
+
+    check()
+    assert len(compared) >= 4, f"only {len(compared)} generated plans could be replayed {strategy} in a range"
+
+
+def test_planner_choices_are_the_documented_ones(tmp_path):
+    """The strategy each plan shape gets (docs/replay.md's table), checked on the planner alone."""
+    from dsms import Engine
+    from dsms.spark import choose
+
+    def pick(q):
+        eng = Engine()
+        for s in ("REGISTER STREAM S (a INT, b INT, c STRING)", "REGISTER STREAM T (a INT, d FLOAT)",
+                  "REGISTER RELATION R (a INT, e STRING)"):
+            eng.execute(s)
+        s = choose(eng, eng.execute(q), 4)
+        return s.kind, s.keys, s.warmup
+
+    assert pick("SELECT a, COUNT(*) AS n FROM S [RANGE 10] GROUP BY a") == (KEY, {"s": "a"}, 12)
+    assert pick("SELECT a, COUNT(*) AS n FROM S [ROWS 10] GROUP BY a")[0] == SINGLE
+    assert pick("SELECT a, COUNT(*) AS n FROM S [PARTITION BY a ROWS 3] GROUP BY a")[:2] == (KEY, {"s": "a"})
+    assert pick("SELECT X.a, R.e FROM S [RANGE 5] X, R WHERE X.a = R.a")[:2] == (KEY, {"s": "a", "r": "a"})
+    assert pick("SELECT X.b, Y.d FROM S [RANGE 5] X, T [RANGE 3] Y WHERE X.a = Y.a")[0] == TIME
+    assert pick("SELECT ISTREAM(COUNT(*)) FROM S [RANGE 10 SLIDE 5]") == (TIME, {}, 10 + 5 + 1 + 1)
+    assert pick("SELECT * FROM S WHERE a > 1") == (TIME, {}, 0)
+    assert pick("SELECT COUNT(*) FROM S") == (SINGLE, {}, None)
+    assert pick("RSTREAM(SELECT a, COUNT(*) AS n FROM S [ROWS 3] GROUP BY a)")[0] == SINGLE
+
+
+def _dense_workload(query: str, seed: int) -> Workload:
+    """Hundreds of elements over a few hundred instants, relation updates and heartbeats among them: dense
+    enough that every slice boundary and every key partition holds state (the generated workloads are sparse)."""
+    import random
+
+    from oracle.generators import CATALOG
+
+    rnd = random.Random(seed)
+    actions, t = [], 0
+    bag: list = []
+    for _ in range(160):
+        t += rnd.choice([0, 1, 1, 2, 3])
+        k = rnd.random()
+        if k < 0.55:
+            rows = [{"a": rnd.randrange(5), "b": rnd.randrange(-3, 6), "c": rnd.choice("xyz")}
+                    for _ in range(rnd.randint(1, 3))]
+            actions.append(("push", "S", rows, [t] * len(rows)))
+        elif k < 0.85:
+            actions.append(("push", "T", [{"a": rnd.randrange(5), "d": rnd.choice([0.5, 1.0, 2.25])}], [t]))
+        elif k < 0.95:
+            ins = [{"a": rnd.randrange(5), "e": rnd.choice(["x", "y"])}]
+            dels = [bag.pop(rnd.randrange(len(bag)))] if bag and rnd.random() < 0.5 else []
+            bag.extend(ins)
+            actions.append(("update", "R", ins, dels, t))
+        else:
+            actions.append(("heartbeat", t))
+    return Workload(CATALOG, query, tuple(actions), t + 5)
+
+
+DENSE = {
+    KEY: ["SELECT X.a, COUNT(*) AS n, SUM(X.b) AS s FROM S [RANGE 17] X GROUP BY X.a",
+          "SELECT X.a, R.e, X.b FROM S [RANGE 9] X, R WHERE X.a = R.a",
+          "SELECT DISTINCT X.a, X.c FROM S [PARTITION BY X.a ROWS 2] X"],
+    TIME: ["SELECT ISTREAM(COUNT(*) AS n, MAX(X.b) AS m) FROM S [RANGE 23 SLIDE 5] X",
+           "SELECT X.b, Y.d FROM S [RANGE 7] X, T [RANGE 11] Y WHERE X.a = Y.a",
+           "RSTREAM(SELECT X.a, COUNT(*) AS n FROM S [RANGE 13] X GROUP BY X.a)"],
+    SINGLE: ["SELECT COUNT(*) AS n, SUM(X.b) AS s FROM S [ROWS 7] X",
+             "DSTREAM(SELECT X.a FROM S [ROWS 4] X, R WHERE X.a = R.a)"],
+}
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 7])
+@pytest.mark.parametrize("strategy", [KEY, TIME, SINGLE])
+def test_dense_workloads_replay_as_live(spark, strategy, partitions):
+    for i, q in enumerate(DENSE[strategy]):
+        _check_strategy(spark, _dense_workload(q, i), strategy, partitions)
+        _check_strategy(spark, _dense_workload(q, i), strategy, partitions, (40 + i, 150 + 3 * i))
