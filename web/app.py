@@ -29,4 +29,6 @@ def create_app(runtime: Runtime, config: Config | None = None) -> web.Applicatio
     app[RUNTIME] = runtime
     app[CONFIG] = config
     setup_routes(app)
+    from web.handlers import replays
+    replays.setup(app)
     return app

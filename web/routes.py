@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from web.handlers import cql, entities, index, metrics, openapi, queries, relations, streams, system
+from web.handlers import cql, entities, index, metrics, openapi, queries, relations, replays, streams, system
 
 ROUTES: list[tuple[str, str, object]] = [
     ("GET", "/", index.index),
@@ -26,6 +26,10 @@ ROUTES: list[tuple[str, str, object]] = [
     ("DELETE", "/queries/{id}", queries.delete_query),
     ("GET", "/queries/{id}/results", queries.get_results),
     ("GET", "/queries/{id}/plan", queries.get_plan),
+    ("GET", "/replays", replays.list_replays),
+    ("POST", "/replays", replays.post_replay),
+    ("GET", "/replays/{id}", replays.get_replay),
+    ("GET", "/replays/{id}/results", replays.get_replay_results),
     ("GET", "/entities", entities.list_entities),
     ("GET", "/entities/{id}", entities.get_entity),
     ("PATCH", "/entities/{id}", entities.patch_entity),

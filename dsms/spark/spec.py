@@ -28,6 +28,10 @@ class ReplayError(DsmsError):
     range, unreachable master. The message names what and where."""
 
 
+class UnknownQuery(ReplayError):
+    """``--query-id`` names no query of the catalog (HTTP 404)."""
+
+
 @dataclass(frozen=True)
 class ReplaySpec:
     """Everything a Spark task needs to rebuild the engine and feed it (plain data: it is pickled to executors).
@@ -126,7 +130,7 @@ def load_spec(data_dir: str | Path, *, query: str | None = None, query_id: str |
             q = eng.query(query_id)
         except DsmsError:
             known = ", ".join(f"{x.id}{f' ({x.name})' if x.name else ''}" for x in eng.queries()) or "none"
-            raise ReplayError(f"no query '{query_id}' in the catalog of '{data_dir}' (registered: {known})") from None
+            raise UnknownQuery(f"no query '{query_id}' in the catalog of '{data_dir}' (registered: {known})") from None
         text = q.text
         if not text:
             raise ReplayError(f"query '{query_id}' was loaded from a plan file and has no CQL text to replay")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oracle.generators import Workload, apply
+from oracle.generators import CATALOG, Workload, apply
 
 from dsms import Engine
 from dsms.archive import Archive
@@ -65,3 +65,30 @@ def replay_rows(result, names) -> list:
     """A job result as (ts, sign, row) tuples, for oracle.generators.compare."""
     cols = [c.tolist() for c in result.cols]
     return [(t, s, dict(zip(names, vals))) for t, s, *vals in zip(result.ts.tolist(), result.sign.tolist(), *cols)]
+
+
+def dense_workload(query: str, seed: int) -> Workload:
+    """Hundreds of elements over a few hundred instants, relation updates and heartbeats among them: dense
+    enough that every slice boundary and every key partition holds state (the generated workloads are sparse)."""
+    import random
+
+    rnd = random.Random(seed)
+    actions, t = [], 0
+    bag: list = []
+    for _ in range(160):
+        t += rnd.choice([0, 1, 1, 2, 3])
+        k = rnd.random()
+        if k < 0.55:
+            rows = [{"a": rnd.randrange(5), "b": rnd.randrange(-3, 6), "c": rnd.choice("xyz")}
+                    for _ in range(rnd.randint(1, 3))]
+            actions.append(("push", "S", rows, [t] * len(rows)))
+        elif k < 0.85:
+            actions.append(("push", "T", [{"a": rnd.randrange(5), "d": rnd.choice([0.5, 1.0, 2.25])}], [t]))
+        elif k < 0.95:
+            ins = [{"a": rnd.randrange(5), "e": rnd.choice(["x", "y"])}]
+            dels = [bag.pop(rnd.randrange(len(bag)))] if bag and rnd.random() < 0.5 else []
+            bag.extend(ins)
+            actions.append(("update", "R", ins, dels, t))
+        else:
+            actions.append(("heartbeat", t))
+    return Workload(CATALOG, query, tuple(actions), t + 5)

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from archived import archive_and_run, replay_rows
+from archived import archive_and_run, dense_workload, replay_rows
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle.examples import cases
@@ -126,35 +126,6 @@ def test_planner_choices_are_the_documented_ones(tmp_path):
     assert pick("RSTREAM(SELECT a, COUNT(*) AS n FROM S [ROWS 3] GROUP BY a)")[0] == SINGLE
 
 
-def _dense_workload(query: str, seed: int) -> Workload:
-    """Hundreds of elements over a few hundred instants, relation updates and heartbeats among them: dense
-    enough that every slice boundary and every key partition holds state (the generated workloads are sparse)."""
-    import random
-
-    from oracle.generators import CATALOG
-
-    rnd = random.Random(seed)
-    actions, t = [], 0
-    bag: list = []
-    for _ in range(160):
-        t += rnd.choice([0, 1, 1, 2, 3])
-        k = rnd.random()
-        if k < 0.55:
-            rows = [{"a": rnd.randrange(5), "b": rnd.randrange(-3, 6), "c": rnd.choice("xyz")}
-                    for _ in range(rnd.randint(1, 3))]
-            actions.append(("push", "S", rows, [t] * len(rows)))
-        elif k < 0.85:
-            actions.append(("push", "T", [{"a": rnd.randrange(5), "d": rnd.choice([0.5, 1.0, 2.25])}], [t]))
-        elif k < 0.95:
-            ins = [{"a": rnd.randrange(5), "e": rnd.choice(["x", "y"])}]
-            dels = [bag.pop(rnd.randrange(len(bag)))] if bag and rnd.random() < 0.5 else []
-            bag.extend(ins)
-            actions.append(("update", "R", ins, dels, t))
-        else:
-            actions.append(("heartbeat", t))
-    return Workload(CATALOG, query, tuple(actions), t + 5)
-
-
 DENSE = {
     KEY: ["SELECT X.a, COUNT(*) AS n, SUM(X.b) AS s FROM S [RANGE 17] X GROUP BY X.a",
           "SELECT X.a, R.e, X.b FROM S [RANGE 9] X, R WHERE X.a = R.a",
@@ -171,5 +142,5 @@ DENSE = {
 @pytest.mark.parametrize("strategy", [KEY, TIME, SINGLE])
 def test_dense_workloads_replay_as_live(spark, strategy, partitions):
     for i, q in enumerate(DENSE[strategy]):
-        _check_strategy(spark, _dense_workload(q, i), strategy, partitions)
-        _check_strategy(spark, _dense_workload(q, i), strategy, partitions, (40 + i, 150 + 3 * i))
+        _check_strategy(spark, dense_workload(q, i), strategy, partitions)
+        _check_strategy(spark, dense_workload(q, i), strategy, partitions, (40 + i, 150 + 3 * i))
