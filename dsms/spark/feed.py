@@ -28,7 +28,8 @@ class TaskResult:
     ts: np.ndarray
     sign: np.ndarray
     cols: list[np.ndarray]
-    rows_in: int = 0
+    rows_in: int = 0          # input rows of the instants this task owns (warm-up excluded)
+    rows_read: int = 0        # every row fed to the engine, warm-up included
     frames: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -60,7 +61,8 @@ def run_engine(spec: ReplaySpec, records: Iterable[Record], emit_from: int | Non
                 ins = rec.sign > 0
                 eng.update(rec.input, insert={n: rec.cols[n][ins] for n in src.names},
                            delete={n: rec.cols[n][~ins] for n in src.names}, ts=int(rec.ts[0]))
-            res.rows_in += len(rec)
+            res.rows_read += len(rec)
+            res.rows_in += _owned(rec, emit_from, emit_to)
         except DsmsError as e:      # the server validated this input before archiving it: report, never hide
             res.errors.append(f"{rec.input} frame {rec.seq}: {e}")
         if res.frames % RUN_EVERY == 0:
@@ -87,6 +89,19 @@ def run_engine(spec: ReplaySpec, records: Iterable[Record], emit_from: int | Non
             ts, sign, cols = ts[keep], sign[keep], [c[keep] for c in cols]
     res.ts, res.sign, res.cols = ts, sign, cols
     return res
+
+
+def _owned(rec: Record, lo: int | None, hi: int | None) -> int:
+    if rec.is_heartbeat:
+        return 0
+    if lo is None and hi is None:
+        return len(rec)
+    keep = np.ones(len(rec.ts), dtype=bool)
+    if lo is not None:
+        keep &= rec.ts >= lo
+    if hi is not None:
+        keep &= rec.ts < hi
+    return int(keep.sum())
 
 
 def _concat(arrays: list[np.ndarray]) -> np.ndarray:

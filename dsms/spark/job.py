@@ -44,6 +44,7 @@ class JobResult:
     sign: np.ndarray
     cols: list[np.ndarray]
     rows_in: int
+    rows_read: int
     tasks: int
     seconds: float
     errors: list[str] = field(default_factory=list)
@@ -156,7 +157,7 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
     t0 = time.monotonic()
 
     def finish(res: TaskResult) -> TaskResult:
-        rows_acc.add(res.rows_in)
+        rows_acc.add(res.rows_read)
         res_acc.add(len(res))
         return res
 
@@ -240,7 +241,7 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
         cols.append(np.concatenate(pieces)[order])
     if on_progress is not None:
         on_progress({"tasks_done": 1, "tasks": 1, "rows": rows_acc.value, "results": res_acc.value})
-    return JobResult(ts[order], sign, cols, sum(p.rows_in for p in parts), len(parts),
+    return JobResult(ts[order], sign, cols, sum(p.rows_in for p in parts), sum(p.rows_read for p in parts), len(parts),
                      time.monotonic() - t0, errors)
 
 

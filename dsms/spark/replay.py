@@ -100,7 +100,7 @@ def summarise(p: Prepared, strategy: Strategy, result: Any, startup: float, tota
         "strategy": strategy.kind, "why": strategy.reason, "partitions": strategy.partitions,
         "partition_key": dict(strategy.keys), "warmup": strategy.warmup,
         "alternatives": dict(strategy.alternatives),
-        "rows_in": int(result.rows_in), "results": int(len(result.ts)),
+        "rows_in": int(result.rows_in), "rows_read": int(result.rows_read), "results": int(len(result.ts)),
         "instants": int(len(np.unique(result.ts))) if len(result.ts) else 0,
         "tasks": result.tasks, "seconds": round(total, 3), "spark_startup_seconds": round(startup, 3),
         "job_seconds": round(result.seconds, 3),
