@@ -66,7 +66,7 @@ def cluster(tmp_path):
             p.read_text()[-1500:] for p in sorted(logs.glob("*.log")))
         yield f"spark://127.0.0.1:{port}"
     finally:
-        for p, out in reversed(procs):
+        for p, _ in reversed(procs):
             p.terminate()
         for p, out in procs:
             try:
