@@ -150,15 +150,17 @@ def plan_tasks(spec: ReplaySpec, strategy: Strategy, index: ArchiveIndex) -> lis
 def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveIndex,
             on_progress: Callable[[dict[str, int]], None] | None = None) -> JobResult:
     """Run the replay on ``spark``; ``on_progress`` is called about four times a second with
-    ``{"tasks_done", "tasks", "rows", "results"}`` while the job runs."""
+    ``{"tasks_done", "tasks", "rows", "results", "instants"}`` while the job runs (rows read and results and
+    result instants of the finished tasks; instants of key partitions overlap, so the sum is an upper bound)."""
     sc = spark.sparkContext
-    rows_acc, res_acc = sc.accumulator(0), sc.accumulator(0)
+    rows_acc, res_acc, inst_acc = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
     tasks = plan_tasks(spec, strategy, index)
     t0 = time.monotonic()
 
     def finish(res: TaskResult) -> TaskResult:
         rows_acc.add(res.rows_read)
         res_acc.add(len(res))
+        inst_acc.add(int(len(np.unique(res.ts))))
         return res
 
     if strategy.kind == KEY:
@@ -224,7 +226,8 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
                     if st is not None:
                         done += st.numCompletedTasks
                         total += st.numTasks
-            on_progress({"tasks_done": done, "tasks": total, "rows": rows_acc.value, "results": res_acc.value})
+            on_progress({"tasks_done": done, "tasks": total, "rows": rows_acc.value, "results": res_acc.value,
+                         "instants": inst_acc.value})
     if "err" in box:
         raise _spark_error(box["err"]) from None
     parts: list[TaskResult] = box["out"]
@@ -240,7 +243,8 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
             pieces = [c.astype(object) for c in pieces]
         cols.append(np.concatenate(pieces)[order])
     if on_progress is not None:
-        on_progress({"tasks_done": 1, "tasks": 1, "rows": rows_acc.value, "results": res_acc.value})
+        on_progress({"tasks_done": 1, "tasks": 1, "rows": rows_acc.value, "results": res_acc.value,
+                     "instants": inst_acc.value})
     return JobResult(ts[order], sign, cols, sum(p.rows_in for p in parts), sum(p.rows_read for p in parts), len(parts),
                      time.monotonic() - t0, errors)
 

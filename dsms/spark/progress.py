@@ -1,5 +1,6 @@
-"""The terminal progress bar of ``dsms replay`` (rich): tasks done, input rows and results so far, rate and ETA;
-silent when stderr is not a terminal, so scripts and logs get the summary alone."""
+"""The terminal progress bar of ``dsms replay`` (rich): tasks done, input rows, results and result instants of
+the finished tasks, rate and ETA; silent when stderr is not a terminal, so scripts and logs get the summary
+alone."""
 
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ class ReplayProgress:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                  TextColumn("tasks {task.completed:.0f}/{task.total:.0f}"),
                                  TextColumn("{task.fields[rows]:,} rows in, {task.fields[results]:,} results, "
-                                            "{task.fields[rate]:,.0f} rows/s"),
+                                            "{task.fields[instants]:,} instants, {task.fields[rate]:,.0f} rows/s"),
                                  TimeElapsedColumn(), TimeRemainingColumn(),
                                  console=Console(file=sys.stderr), transient=True)
             self._bar.__enter__()
-            self._task = self._bar.add_task(self.label, total=None, rows=0, results=0, rate=0.0)
+            self._task = self._bar.add_task(self.label, total=None, rows=0, results=0, instants=0, rate=0.0)
         return self
 
     def update(self, p: dict[str, int]) -> None:
@@ -38,7 +39,7 @@ class ReplayProgress:
             return
         rate = p["rows"] / max(time.monotonic() - self._t0, 1e-9)
         self._bar.update(self._task, completed=p["tasks_done"], total=max(p["tasks"], 1), rows=p["rows"],
-                         results=p["results"], rate=rate)
+                         results=p["results"], instants=p.get("instants", 0), rate=rate)
 
     def __exit__(self, *exc: Any) -> None:
         if self._bar is not None:

@@ -37,7 +37,7 @@ class ReplayJob:
         self.prepared = prepared
         self.out = out
         self.state = "queued"
-        self.progress: dict[str, int] = {"tasks_done": 0, "tasks": 0, "rows": 0, "results": 0}
+        self.progress: dict[str, int] = {"tasks_done": 0, "tasks": 0, "rows": 0, "results": 0, "instants": 0}
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
         self.created_at = time.time()
