@@ -31,7 +31,7 @@ class ReplayProgress:
                                  TimeElapsedColumn(), TimeRemainingColumn(),
                                  console=Console(file=sys.stderr), transient=True)
             self._bar.__enter__()
-            self._task = self._bar.add_task(self.label, total=None, rows=0, results=0, instants=0, rate=0.0)
+            self._task = self._bar.add_task(self.label, total=1, rows=0, results=0, instants=0, rate=0.0)
         return self
 
     def update(self, p: dict[str, int]) -> None:

@@ -172,3 +172,23 @@ def test_corrupt_frame_and_damaged_earlier_segment_are_errors(tmp_path):
     r = _cli("--data-dir", str(d), "--query-id", "q1", "--out", str(tmp_path / "o.ndjson"))
     assert r.returncode == 1 and f"{segs[-1]}, frame at offset" in r.stderr, r.stderr
     assert not (tmp_path / "o.ndjson").exists()
+
+
+def test_progress_bar_on_a_terminal_only(data, tmp_path):
+    """On a terminal (a real pty) the rich progress bar is drawn while the job runs; through a pipe (every other
+    test here) stderr holds the summary alone."""
+    import pexpect
+
+    d, live, qid = data
+    out = tmp_path / "r.ndjson"
+    child = pexpect.spawn(sys.executable, ["-m", "dsms.cli", "replay", "--data-dir", str(d), "--query-id", qid,
+                                           "--master", "local[1]", "--out", str(out)],
+                          cwd=str(ROOT), env=dict(os.environ, PYSPARK_PYTHON=sys.executable, COLUMNS="200"),
+                          timeout=240, encoding="utf-8", dimensions=(40, 200))
+    child.expect(pexpect.EOF)
+    child.close()
+    text = child.before
+    assert child.exitstatus == 0, text[-2000:]
+    assert "replay on local[1]" in text and "rows in, " in text and "rows/s" in text   # the bar's columns
+    assert "rows in: " in text                                                          # then the summary
+    compare(live, _ndjson(out.read_text()))

@@ -87,6 +87,7 @@ def test_replay_on_a_standalone_cluster_equals_live(cluster, tmp_path):
                        env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stderr.strip().splitlines()[-1])
+    assert "rows in, " not in r.stderr           # no progress bar when stderr is not a terminal
     assert summary["master"] == cluster and summary["strategy"] == "key-partitioned"
     assert summary["partitions"] == 4 and summary["tasks"] == 4
     got = [(o["ts"], o["sign"], o["row"]) for o in map(json.loads, out.read_text().splitlines())]
