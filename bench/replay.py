@@ -5,7 +5,8 @@ key-partitioned plan (tumbling-window GROUP BY over 10,000 keys), a time-sliced 
 and a single-partition plan (ROWS window aggregate).
 
 Reported per plan: rows/s of each, the speed-up from 1 to 2 Spark cores, Spark's over the in-process replay;
-and Spark's fixed start-up cost (session start plus a trivial job), all measured in one run. Rates are input
+and Spark's fixed start-up cost (JVM, session and a trivial job, in a fresh process: each Spark master runs in
+its own process), all measured in one run. Rates are input
 rows over the job's own time (start-up excluded; it is reported on its own line). Results of the three runs
 are checked to be equal, so a fast wrong plan cannot pass. Usage::
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +67,14 @@ def inprocess(data_dir: Path, query: str) -> tuple[float, int, int]:
 
 
 def spark_runs(data_dir: Path, master: str, cores: int) -> tuple[float, dict[str, tuple[float, int, int, str]]]:
+    """Every plan on ``master``, in a fresh process (so the JVM's start is part of the measured start-up)."""
+    cmd = [sys.executable, __file__, "--spark-worker", master, "--cores", str(cores), "--dir", str(data_dir.parent)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    doc = json.loads(out.strip().splitlines()[-1])
+    return doc["startup"], {k: tuple(v) for k, v in doc["plans"].items()}
+
+
+def spark_worker(data_dir: Path, master: str, cores: int) -> None:
     from dsms.spark.job import session
 
     t0 = time.perf_counter()
@@ -79,7 +89,7 @@ def spark_runs(data_dir: Path, master: str, cores: int) -> tuple[float, dict[str
             out[name] = (summary["job_seconds"], summary["rows_in"], summary["results"], summary["strategy"])
     finally:
         spark.stop()
-    return startup, out
+    print(json.dumps({"startup": startup, "plans": out}))
 
 
 def main() -> int:
@@ -89,7 +99,12 @@ def main() -> int:
                                                                 "task per segment)")
     ap.add_argument("--dir", help="where to build the archive (default: a temporary directory, removed after)")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--spark-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--cores", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.spark_worker:
+        spark_worker(Path(args.dir) / "data", args.spark_worker, args.cores)
+        return 0
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="dsms-replay-bench-"))
     data = base / "data"
     try:
@@ -99,6 +114,7 @@ def main() -> int:
         inproc = {name: inprocess(data, q) for name, q in PLANS.items()}
         print("in-process done", flush=True)
         start1, local1 = spark_runs(data, "local[1]", 1)
+        print("local[1] done", flush=True)
         start2, local2 = spark_runs(data, "local[2]", 2)
         plans = {}
         print(f"\n{'plan':18} {'strategy':16} {'rows':>12} {'in-process/s':>14} {'local[1]/s':>12} "
@@ -114,7 +130,8 @@ def main() -> int:
             plans[name] = rec
             print(f"{name:18} {strat:16} {rows:>12,} {rec['inprocess_rows_s']:>14,.0f} {rec['local1_rows_s']:>12,.0f} "
                   f"{rec['local2_rows_s']:>12,.0f} {rec['speedup_1_to_2']:>7.2f} {rec['local2_vs_inprocess']:>9.2f}")
-        print(f"\nSpark start-up (session + first job): local[1] {start1:.2f}s, local[2] {start2:.2f}s")
+        print(f"\nSpark start-up (JVM, session and a first job, in a fresh process): local[1] {start1:.2f}s, "
+              f"local[2] {start2:.2f}s")
         doc = {"rows": args.rows, "keys": KEYS, "plans": plans,
                "spark_startup_s": {"local1": start1, "local2": start2}}
         if args.json:
