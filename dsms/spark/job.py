@@ -203,11 +203,12 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
         rdd = sc.parallelize(tasks, len(tasks)).mapPartitions(run_slice)
 
     group = f"dsms-replay-{os.getpid()}-{time.monotonic_ns()}"
-    sc.setJobGroup(group, "dsms replay", interruptOnCancel=True)
     box: dict[str, Any] = {}
 
     def collect() -> None:
         try:
+            # set in the thread that submits the job: PySpark pins local properties to Python threads
+            sc.setJobGroup(group, "dsms replay", interruptOnCancel=True)
             box["out"] = rdd.collect()
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             box["err"] = e
@@ -215,6 +216,7 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
     worker = threading.Thread(target=collect, name="dsms-replay-collect", daemon=True)
     worker.start()
     tracker = sc.statusTracker()
+    total = 0
     while worker.is_alive():
         worker.join(0.25)
         if on_progress is not None:
@@ -243,7 +245,8 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
             pieces = [c.astype(object) for c in pieces]
         cols.append(np.concatenate(pieces)[order])
     if on_progress is not None:
-        on_progress({"tasks_done": 1, "tasks": 1, "rows": rows_acc.value, "results": res_acc.value,
+        total = max(total, len(parts))
+        on_progress({"tasks_done": total, "tasks": total, "rows": rows_acc.value, "results": res_acc.value,
                      "instants": inst_acc.value})
     return JobResult(ts[order], sign, cols, sum(p.rows_in for p in parts), sum(p.rows_read for p in parts), len(parts),
                      time.monotonic() - t0, errors)

@@ -181,3 +181,18 @@ def test_query_registered_mid_stream_replays_from_its_registration(spark, tmp_pa
     # the same text given as --query sees all the input: a different (longer) history
     p = prepare(str(tmp_path), query=query, master="local[2]", partitions=2)
     assert p.spec.start_seq == {} and prepare(str(tmp_path), query_id=q.id).spec.start_seq == {"s": 10}
+
+
+def test_progress_reports_tasks_rows_and_results(spark, tmp_path):
+    """The progress callback (the CLI's bar, the server's GET /replays/{id}) sees the job's tasks (one per
+    archive segment, then one per partition) and, at the end, every row read and every result."""
+    w = dense_workload(DENSE[KEY][0], 9)
+    live, qid = archive_and_run(tmp_path, w)
+    p = prepare(str(tmp_path), query_id=qid, master="local[2]", partitions=3)
+    seen: list = []
+    summary, _ = run(p, spark=spark, on_progress=seen.append)
+    segments = sum(len(s) for s in p.index.segments.values())
+    assert seen[-1]["tasks"] == seen[-1]["tasks_done"] == segments + 3
+    rows_of_s = sum(len(a[2]) for a in w.actions if a[0] == "push" and a[1] == "S")   # the query reads S alone
+    assert seen[-1]["rows"] == summary["rows_read"] == summary["rows_in"] == rows_of_s
+    assert seen[-1]["results"] == summary["results"] == len(live)
