@@ -16,6 +16,8 @@ import numpy as np
 
 from dsms.archive import Record
 from dsms.errors import DsmsError
+from dsms.plan import logical as L
+from dsms.plan.xml_plan import plan_to_xml
 from dsms.spark.spec import ReplaySpec
 
 RUN_EVERY = 64   # frames between engine runs: keeps the engine's input queues short, as the server's pump does
@@ -38,11 +40,17 @@ class TaskResult:
 
 
 def run_engine(spec: ReplaySpec, records: Iterable[Record], emit_from: int | None = None,
-               emit_to: int | None = None, close_at: int | None = None) -> TaskResult:
+               emit_to: int | None = None, close_at: int | None = None, changelog: bool = False) -> TaskResult:
     """Feed ``records`` (already merged in time order) to a fresh engine running the query; return the results
     whose instants are in ``[emit_from, emit_to)``. ``close_at``: a heartbeat on every input once the records
-    are in (the end of a time slice: instants below it are final because later input has passed them)."""
+    are in (the end of a time slice: instants below it are final because later input has passed them).
+    ``changelog``: run the query without its final ISTREAM/DSTREAM, giving the changelog of the relation below
+    it (for the driver to net across key partitions, ``dsms.spark.strategy._netted_on_driver``)."""
     eng, q = spec.engine()
+    if changelog and isinstance(q.node, L.ToStream):
+        xml = plan_to_xml(L.Changelog(q.node.child, names=q.node.names), q.id, L.RELATION)
+        eng.drop(q.id)
+        q = eng.load_plan(xml)
     sources = eng.sources
     out: list = []
     res = TaskResult(np.empty(0, np.int64), np.empty(0, np.int8), [])

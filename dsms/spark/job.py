@@ -190,7 +190,8 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
                 per_input.setdefault(rec.input, []).append(rec)
             for recs in per_input.values():
                 recs.sort(key=lambda r: r.seq)
-            yield finish(run_engine(spec, merged(per_input), t["from"], t["to"], t["close"]))
+            yield finish(run_engine(spec, merged(per_input), t["from"], t["to"], t["close"],
+                                    changelog=strategy.net is not None))
 
         rdd = (sc.parallelize(seg_tasks, max(1, len(seg_tasks))).flatMap(split)
                .partitionBy(n, lambda b: b).mapPartitions(run_bucket))
@@ -244,12 +245,53 @@ def run_job(spark: Any, spec: ReplaySpec, strategy: Strategy, index: ArchiveInde
         if len({c.dtype for c in pieces}) > 1:
             pieces = [c.astype(object) for c in pieces]
         cols.append(np.concatenate(pieces)[order])
+    ts, sign, cols = ts[order], sign, cols
+    if strategy.net is not None:
+        ts, sign, cols = net_changes(ts, sign, cols, strategy.net)
     if on_progress is not None:
         total = max(total, len(parts))
         on_progress({"tasks_done": total, "tasks": total, "rows": rows_acc.value, "results": res_acc.value,
                      "instants": inst_acc.value})
-    return JobResult(ts[order], sign, cols, sum(p.rows_in for p in parts), sum(p.rows_read for p in parts), len(parts),
+    return JobResult(ts, sign, cols, sum(p.rows_in for p in parts), sum(p.rows_read for p in parts), len(parts),
                      time.monotonic() - t0, errors)
+
+
+def net_changes(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray],
+                op: str) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The partitions' changelogs (in timestamp order) summed per instant and row, then ``op``: ISTREAM emits
+    the positive net changes as insertions, DSTREAM the negative ones as insertions (a stream's sign is always
+    +1), CHANGELOG both with their signs (SPEC section 3: changes that cancel within an instant emit nothing).
+
+    >>> t, s, c = net_changes(np.array([5, 5, 5]), np.array([-1, 1, 1], np.int8), [np.array([3, 3, 4])], "ISTREAM")
+    >>> t.tolist(), s.tolist(), c[0].tolist()
+    ([5], [1], [4])
+    """
+    out_ts: list[int] = []
+    out_sign: list[int] = []
+    out_rows: list[tuple] = []
+    rows = list(zip(*[c.tolist() for c in cols])) if cols else [()] * len(ts)
+    tsl, sl = ts.tolist(), sign.tolist()
+    i, n = 0, len(tsl)
+    while i < n:
+        j = i
+        counts: dict[tuple, int] = {}
+        while j < n and tsl[j] == tsl[i]:
+            counts[rows[j]] = counts.get(rows[j], 0) + sl[j]
+            j += 1
+        for row, c in counts.items():
+            if c > 0 and op in ("ISTREAM", "CHANGELOG"):
+                k, s = c, 1
+            elif c < 0 and op in ("DSTREAM", "CHANGELOG"):
+                k, s = -c, (1 if op == "DSTREAM" else -1)
+            else:
+                continue
+            out_ts.extend([tsl[i]] * k)
+            out_sign.extend([s] * k)
+            out_rows.extend([row] * k)
+        i = j
+    new_cols = [np.array([r[x] for r in out_rows], dtype=c.dtype) if out_rows else c[:0]
+                for x, c in enumerate(cols)]
+    return np.array(out_ts, dtype=np.int64), np.array(out_sign, dtype=np.int8), new_cols
 
 
 def _spark_error(e: BaseException) -> BaseException:

@@ -48,11 +48,14 @@ class Strategy:
     keys: dict[str, str] = field(default_factory=dict)
     warmup: int | None = None
     alternatives: dict[str, str] = field(default_factory=dict)
+    net: str | None = None      # key-partitioned only: "ISTREAM", "DSTREAM" or "CHANGELOG" applied on the driver
 
     def explain(self) -> str:
         lines = [f"strategy: {self.kind} on {self.partitions} partition(s)", f"  why: {self.reason}"]
         if self.keys:
             lines.append("  partition key: " + ", ".join(f"{i}.{c}" for i, c in sorted(self.keys.items())))
+        if self.net:
+            lines.append(f"  the partitions' changes are netted per instant on the driver, then {self.net}")
         if self.warmup is not None:
             lines.append(f"  warm-up: {self.warmup} ticks before each slice")
         for kind, why in self.alternatives.items():
@@ -228,15 +231,18 @@ def choose(eng: Any, query: Any, partitions: int, requested: str | None = None) 
     names = {n: list(eng.sources[n].names) for n in eng.sources}
     why: dict[str, str] = {}
     key_choice: tuple[dict[str, str], bool] | None = None
+    net: str | None = None
     try:
         cands = key_partitionings(root, views)
-        if cands:
-            k, a, keyed = sorted(cands, key=lambda c: (not c[2], c[1]))[0]
-            key_choice = ({inp: names[inp][i] for inp, i in a}, keyed)
-        else:
-            why[KEY] = "no assignment of keys keeps every operator partition-local"
+        if not cands:
+            raise _NotLocal("no assignment of keys keeps every operator partition-local")
     except _NotLocal as e:
         why[KEY] = str(e)
+        cands, net = _netted_on_driver(root, views)
+    if cands:
+        k, a, keyed = sorted(cands, key=lambda c: (not c[2], c[1]))[0]
+        key_choice = ({inp: names[inp][i] for inp, i in a}, keyed)
+        why.pop(KEY, None)
     warm: int | None = None
     if _stateless_istream(root):
         warm = 0
@@ -253,7 +259,9 @@ def choose(eng: Any, query: Any, partitions: int, requested: str | None = None) 
         keys, keyed = key_choice
         reason = ("its state is partitioned by key: " if keyed else "every operator is row-local: ") + \
             ", ".join(f"{i}.{c}" for i, c in sorted(keys.items()))
-        candidates[KEY] = Strategy(KEY, partitions, reason, keys=keys)
+        if net:
+            reason += f" (its result drops the key: changes netted on the driver before {net})"
+        candidates[KEY] = Strategy(KEY, partitions, reason, keys=keys, net=net)
     if warm is not None:
         reason = (f"its state is bounded in time: each slice warms up over {warm} ticks" if warm else
                   "it is a stateless ISTREAM: each slice needs no earlier input")
@@ -275,4 +283,27 @@ def choose(eng: Any, query: Any, partitions: int, requested: str | None = None) 
     chosen = candidates[pick]
     alternatives = {k: f"not possible: {v}" for k, v in why.items()}
     alternatives.update({k: f"possible ({c.reason})" for k, c in candidates.items() if k not in (pick, SINGLE)})
-    return Strategy(chosen.kind, chosen.partitions, chosen.reason, chosen.keys, warm, alternatives)
+    return Strategy(chosen.kind, chosen.partitions, chosen.reason, chosen.keys, warm, alternatives, chosen.net)
+
+
+def _netted_on_driver(root: Any, views: dict[str, Any]) -> tuple[set[Cand], str | None]:
+    """Key partitioning of a plan whose last step compares whole rows that no longer hold the key (ISTREAM,
+    DSTREAM or the changelog of the result, over rows without the key): every partition computes the
+    changelog of the relation below it, the driver adds the partitions' changes per instant and row (the
+    relation is their disjoint union, so the sums are its exact net changes) and applies the last step to the
+    sums (ISTREAM keeps the positive part, DSTREAM the negative part). Only where that step waits for each
+    instant to be final live too (its input can delete; a plan that never deletes emits at once) and the rows
+    hold no FLOAT (whose NaN and -0.0 the driver's equality would not treat as the engine does)."""
+    if isinstance(root, L.ToStream) and root.op in ("ISTREAM", "DSTREAM"):
+        op = root.op
+    elif isinstance(root, L.Changelog):
+        op = "CHANGELOG"
+    else:
+        return set(), None
+    if root.child.monotone or "FLOAT" in root.types:
+        return set(), None
+    try:
+        cands = key_partitionings(root.child, views)
+    except _NotLocal:
+        return set(), None
+    return {(k, a, True) for k, a, _ in cands}, op if cands else None

@@ -119,7 +119,11 @@ def test_planner_choices_are_the_documented_ones(tmp_path):
     assert pick("SELECT a, COUNT(*) AS n FROM S [ROWS 10] GROUP BY a")[0] == SINGLE
     assert pick("SELECT a, COUNT(*) AS n FROM S [PARTITION BY a ROWS 3] GROUP BY a")[:2] == (KEY, {"s": "a"})
     assert pick("SELECT X.a, R.e FROM S [RANGE 5] X, R WHERE X.a = R.a")[:2] == (KEY, {"s": "a", "r": "a"})
-    assert pick("SELECT X.b, Y.d FROM S [RANGE 5] X, T [RANGE 3] Y WHERE X.a = Y.a")[0] == TIME
+    assert pick("SELECT X.b, Y.d FROM S [RANGE 5] X, T [RANGE 3] Y WHERE X.a = Y.a")[0] == TIME   # FLOAT rows
+    assert pick("SELECT X.b, X.c FROM S [RANGE 5] X, T [RANGE 3] Y WHERE X.a = Y.a")[:2] == \
+        (KEY, {"s": "a", "t": "a"})                                   # key dropped: netted on the driver
+    assert pick("SELECT ISTREAM(COUNT(*)) FROM S [RANGE 10] GROUP BY a")[:2] == (KEY, {"s": "a"})
+    assert pick("SELECT b FROM S WHERE a > 1")[0] == TIME             # never deletes: ISTREAM emits at once
     assert pick("SELECT ISTREAM(COUNT(*)) FROM S [RANGE 10 SLIDE 5]") == (TIME, {}, 10 + 5 + 1 + 1)
     assert pick("SELECT * FROM S WHERE a > 1") == (TIME, {}, 0)
     assert pick("SELECT COUNT(*) FROM S") == (SINGLE, {}, None)
@@ -129,7 +133,12 @@ def test_planner_choices_are_the_documented_ones(tmp_path):
 DENSE = {
     KEY: ["SELECT X.a, COUNT(*) AS n, SUM(X.b) AS s FROM S [RANGE 17] X GROUP BY X.a",
           "SELECT X.a, R.e, X.b FROM S [RANGE 9] X, R WHERE X.a = R.a",
-          "SELECT DISTINCT X.a, X.c FROM S [PARTITION BY X.a ROWS 2] X"],
+          "SELECT DISTINCT X.a, X.c FROM S [PARTITION BY X.a ROWS 2] X",
+          # the key projected away: partitions' changes netted on the driver before ISTREAM / DSTREAM
+          "SELECT ISTREAM(COUNT(*) AS n) FROM S [RANGE 13] X GROUP BY X.a",
+          "DSTREAM(SELECT MAX(X.b) AS m FROM S [RANGE 9] X GROUP BY X.a)",
+          "SELECT X.b, X.c FROM S [RANGE 7] X, T [RANGE 11] Y WHERE X.a = Y.a",
+          "SELECT COUNT(*) AS n FROM S [RANGE 13] X GROUP BY X.a"],
     TIME: ["SELECT ISTREAM(COUNT(*) AS n, MAX(X.b) AS m) FROM S [RANGE 23 SLIDE 5] X",
            "SELECT X.b, Y.d FROM S [RANGE 7] X, T [RANGE 11] Y WHERE X.a = Y.a",
            "RSTREAM(SELECT X.a, COUNT(*) AS n FROM S [RANGE 13] X GROUP BY X.a)"],
