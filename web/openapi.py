@@ -76,6 +76,24 @@ _SCHEMAS: dict[str, Any] = {
         "statement": {"type": "integer", "description": "index of the failing statement of a /cql request"},
         "done": {"type": "array", "items": _ref("CqlResult"),
                  "description": "what the statements before the failing one created (they stay applied)"}}},
+    "ReplayRequest": {"type": "object", "properties": {
+        "query": {"type": "string", "description": "CQL of the query to run (or query_id)"},
+        "query_id": {"type": "string", "description": "a registered query's id or name (or query)"},
+        "from": {"type": ["integer", "string"], "description": "first instant written (ms or ISO 8601)"},
+        "to": {"type": ["integer", "string"], "description": "end instant, exclusive"},
+        "master": {"type": "string", "default": "local[*]", "description": "local[N], local[*], spark://host:port"},
+        "partitions": {"type": "integer", "minimum": 1},
+        "strategy": {"enum": ["key-partitioned", "time-sliced", "single"],
+                     "description": "force a strategy (refused when the plan does not allow it)"}}},
+    "Replay": {"type": "object", "required": ["id", "state"], "properties": {
+        "id": {"type": "string"}, "state": {"enum": ["queued", "running", "done", "failed"]},
+        "request": _ref("ReplayRequest"),
+        "plan": {"type": "object", "description": "strategy, partitions, why, partition_key, warmup"},
+        "schema": {"type": "array", "items": _ref("Column")},
+        "progress": {"type": "object", "description": "tasks_done, tasks, rows (input), results"},
+        "summary": {"type": "object", "description": "once done: rows_in, results, instants, seconds, ..."},
+        "error": {"type": "string", "description": "why it failed"},
+        "results": {"type": "string", "description": "path of the results"}}},
     "Column": {"type": "object", "required": ["name", "type"], "properties": {
         "name": {"type": "string"},
         "type": {"type": "string", "enum": ["INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP"]}}},
@@ -244,6 +262,27 @@ def _paths() -> dict[str, Any]:
          "400": _err("bad format"), "404": _err("unknown query")},
         params=[_QID, _query_param("format", {"enum": ["json", "xml", "text"]}, "plan format (else by Accept)")],
         tag="queries")}
+    _rid = _path_param("id", "replay id (r1)")
+    p["/replays"] = {
+        "get": _op("Every replay of this server, with its state", {"200": _json(
+            {"type": "array", "items": _ref("Replay")}, "replays")}, tag="replays"),
+        "post": _op("Start a replay of the archive on Spark (docs/replay.md)",
+                    {"202": _json(_ref("Replay"), "accepted: queued or running; Location: /replays/{id}"),
+                     "400": _err("bad request: CQL that does not compile, empty range, no data in the range, "
+                                 "bad master or strategy"),
+                     "404": _err("unknown query id")},
+                    mutating=True, tag="replays", body={"required": True, "content": {"application/json": {
+                        "schema": _ref("ReplayRequest")}}}),
+    }
+    p["/replays/{id}"] = {"get": _op("A replay's state, progress and (once done) its summary",
+                                     {"200": _json(_ref("Replay"), "the replay"), "404": _err("unknown replay")},
+                                     params=[_rid], tag="replays")}
+    p["/replays/{id}/results"] = {"get": _op(
+        "A finished replay's results: NDJSON elements in timestamp order",
+        {"200": {"description": "one element a line, as GET /queries/{id}/results writes them",
+                 "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+         "404": _err("unknown replay"), "409": _err("the replay is queued, running or failed (detail says which)")},
+        params=[_rid], tag="replays")}
     p["/entities"] = {"get": _op(
         "Control tables of every entity, or of one query's",
         {"200": _json({"type": "object", "properties": {"entities": {"type": "array", "items": _ref("Entity")}}},

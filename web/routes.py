@@ -14,6 +14,7 @@ from web.handlers import (
     openapi,
     queries,
     relations,
+    replays,
     stats,
     streams,
     system,
@@ -39,6 +40,10 @@ ROUTES: list[tuple[str, str, object]] = [
     ("DELETE", "/queries/{id}", queries.delete_query),
     ("GET", "/queries/{id}/results", queries.get_results),
     ("GET", "/queries/{id}/plan", queries.get_plan),
+    ("GET", "/replays", replays.list_replays),
+    ("POST", "/replays", replays.post_replay),
+    ("GET", "/replays/{id}", replays.get_replay),
+    ("GET", "/replays/{id}/results", replays.get_replay_results),
     ("GET", "/entities", entities.list_entities),
     ("GET", "/entities/{id}", entities.get_entity),
     ("PATCH", "/entities/{id}", entities.patch_entity),
@@ -56,3 +61,4 @@ def setup_routes(app: web.Application) -> None:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)  # type: ignore[arg-type]
     gui.setup(app)
+    replays.setup(app)
