@@ -138,7 +138,8 @@ export async function queryPage(main, qid, signal) {
   quietly(events(`/stats/stream?query=${encodeURIComponent(q.id)}&interval_ms=250`, signal, (name, snap) => {
     if (name === "end") { summary.textContent = "This query was dropped."; clearInterval(timer); return; }
     latest = snap.entities;
-    if (planVersion !== null && snap.plan_version !== planVersion) quietly(loadPlan());
+    // the first snapshot reloads too: the plan may have changed between the page's first load and the stream's start
+    if (snap.plan_version !== planVersion) quietly(loadPlan());
     planVersion = snap.plan_version;
     clear(summary).append(...summaryLine(snap.query));
     graph.update(snap.entities);
