@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import ConflictError, CQLError, InputError, SchemaError
+from dsms.load_shedder import LoadShedder
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -153,6 +155,7 @@ class Engine:
         self.registry = Registry(clock=self.now)
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
+        self.shedder = LoadShedder(self)
         self.building_view = False
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
@@ -687,6 +690,30 @@ class Engine:
         """Rows a base relation holds now (copies counted)."""
         return sum(len(times) for times in self._source(name, "relation").contents.values())
 
+    def backlog(self) -> int:
+        """Tuples waiting for work: in every queue (input and between operators) and inside operators that
+        put part of a release back for a later run (a join's bounded runs). Rows an operator holds until
+        time passes them (an aggregate's instant not final yet) are state, counted by ``memory_bytes``."""
+        return sum(q.tuples for q in self.queues) + sum(op.work_rows() for op in self.ops)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by every queue and every synopsis (each counted once, shared ones too): what the
+        system's ``memory_budget`` is compared with. Synopses count rows held inside their operators."""
+        seen: set[int] = set()
+        total = sum(q.bytes for q in self.queues)
+        for op in self.ops:
+            total += op.held_bytes()
+            for syn in op.synopses:
+                if id(syn) not in seen:
+                    seen.add(id(syn))
+                    total += syn.nbytes()
+        return total
+
+    def overloaded(self, reason: str) -> None:
+        """The server is over its backlog or memory limits and shedding is on: the load shedder sheds at
+        once, whatever its own load measurement says (docs/approximation.md)."""
+        self.shedder.force(reason)
+
     def input_backlog(self) -> dict[str, int]:
         """Tuples each input's queue holds (pushed, not yet read by every operator reading it), by name."""
         return {s.obj.name: int(s.queue.tuples) for s in self.sources.values()}
@@ -715,9 +742,9 @@ class Engine:
 
     # ---------------------------------------------------------------- running
 
-    def run(self, max_steps: int | None = None) -> int:
-        """Run operators until no operator has input waiting (or ``max_steps`` operator runs); returns the
-        number of runs. The scheduling policy (the system's ``policy`` knob) picks which ready operator runs
+    def run(self, max_steps: int | None = None, deadline: float | None = None) -> int:
+        """Run operators until no operator has input waiting (or ``max_steps`` operator runs, or
+        ``time.perf_counter()`` passes ``deadline``: the server's time slices); returns the number of runs. The scheduling policy (the system's ``policy`` knob) picks which ready operator runs
         next; an operator whose output queue is at its ``capacity`` is not ready. Results never depend on
         the policy: every operator is correct under any order of runs."""
         steps = 0
@@ -739,4 +766,6 @@ class Engine:
             consumed = op.run(policy.budget(op))
             policy.on_ran(op, consumed)
             steps += 1
+            if deadline is not None and perf_counter() >= deadline:
+                break
         return steps

@@ -135,6 +135,16 @@ class JoinOp(BinaryOperator):
                 n += sum(len(b) for b in (*w.out_dels, *w.out_ins))
         return n
 
+    def work_rows(self) -> int:
+        return self.held_rows() if self.more is not None else 0
+
+    def held_bytes(self) -> int:
+        n = super().held_bytes()
+        for w in self.windows:
+            if w is not None:
+                n += sum(b.nbytes for b in (*w.out_dels, *w.out_ins))
+        return n
+
     def forward_heartbeat(self, f: int | None = None) -> None:
         if f is None:
             f = self.frontier()

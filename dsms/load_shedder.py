@@ -1,0 +1,10 @@
+"""Placeholder, replaced below."""
+
+
+class LoadShedder:
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.forced: str | None = None
+
+    def force(self, reason: str) -> None:
+        self.forced = reason
