@@ -14,7 +14,8 @@ from time import perf_counter
 import numpy as np
 
 from control_tables import Knob, Registry
-from dsms.batch import Batch, Element, Heartbeat, from_rows
+from dsms.approx import Approx, combine
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -44,6 +45,18 @@ class Query:
         self.definition = qdef
         self.reader = reader
         self.node = node
+        self.approx: Approx | None = None        # as of the last ``approximation()``
+        self.approx_since: int | None = None     # application time the query became exact or approximate
+
+    def approximation(self) -> Approx | None:
+        """What the results produced now are: None when exact, else their combined approximation
+        (``dsms.approx``: asked of every entity upstream of the output). Also updates ``approx_since``,
+        the application time of the last change between exact and approximate."""
+        a = self.engine.query_approximation(self.id)
+        if (a is None) != (self.approx is None):
+            self.approx_since = self.engine.now()
+        self.approx = a
+        return a
 
     @property
     def id(self) -> str:
@@ -66,13 +79,18 @@ class Query:
         return self.definition.text
 
     def drain_batches(self) -> list[Batch]:
-        """Results as columnar batches (cheaper than ``drain`` for large outputs)."""
+        """Results as columnar batches (cheaper than ``drain`` for large outputs). A batch produced while
+        the query is approximate carries it as ``batch.approx`` (exact ones: None)."""
         out = []
+        approx = self.approximation()
         while True:
             item = self.reader.get()
             if item is None:
                 return out
             if isinstance(item, Batch):
+                if approx is not None:           # a copy: the batch may be read by others too
+                    item = Batch(item.ts, item.sign, item.cols)
+                    item.approx = approx
                 out.append(item)
 
     def drain_items(self) -> list[Batch | Heartbeat]:
@@ -89,8 +107,12 @@ class Query:
         names = [c for c, _ in self.definition.columns]
         out: list[Element] = []
         for b in self.drain_batches():
-            for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
-                out.append(Element(t, s, dict(zip(names, row))))
+            if b.approx is None:
+                for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
+                    out.append(Element(t, s, dict(zip(names, row))))
+            else:
+                for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
+                    out.append(ApproxElement(t, s, dict(zip(names, row)), b.approx))
         return out
 
     def __repr__(self) -> str:
@@ -156,6 +178,7 @@ class Engine:
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
         self.shedder = LoadShedder(self)
+        self._approx_sources: dict[str, list] = {}
         self.building_view = False
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
@@ -417,7 +440,23 @@ class Engine:
             self.registry.add(self.policy, id=self.POLICY_ID)
         self._plan_changed()
 
+    def query_approximation(self, query_id: str) -> Approx | None:
+        """The combined approximation (``dsms.approx.combine``) of what every entity upstream of the query's
+        output says now: its operators and their synopses (those defining ``approximation()``) and the load
+        shedder's drops on the edges into them. None when everything is exact."""
+        cached = self._approx_sources.get(query_id)
+        if cached is None:
+            cached = []
+            for op in self.ops:
+                if query_id in op.owners:
+                    cached += [e for e in (op, *op.synopses) if hasattr(e, "approximation")]
+            self._approx_sources[query_id] = cached
+        parts = [e.approximation() for e in cached]
+        parts += self.shedder.approximations(query_id)
+        return combine(parts)
+
     def _plan_changed(self) -> None:
+        self._approx_sources = {}
         if self.policy is not None:
             self.policy.plan_changed([op for op in self.ops if op.fused is None])
 

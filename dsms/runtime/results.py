@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from dsms.batch import Batch, Element, Heartbeat
+from dsms.approx import Approx
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat
 from dsms.engine import Query
+from dsms.formats import mark_approx
 
 
 class ResultChunk:
@@ -27,18 +29,19 @@ class ResultChunk:
     ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
     lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
 
-    __slots__ = ("names", "ts", "sign", "cols", "_enc")
+    __slots__ = ("names", "ts", "sign", "cols", "_enc", "approx")
 
-    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any]) -> None:
+    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any], approx: Approx | None = None) -> None:
         self.names = names
         self.ts = ts
         self.sign = sign
         self.cols = cols
         self._enc: dict[str, bytes] = {}
+        self.approx = approx              # produced while the query was approximate (None: exact)
 
     @classmethod
-    def from_batch(cls, names: list[str], b: Batch) -> ResultChunk:
-        return cls(names, b.ts, b.sign, list(b.cols))
+    def from_batch(cls, names: list[str], b: Batch, approx: Approx | None = None) -> ResultChunk:
+        return cls(names, b.ts, b.sign, list(b.cols), approx)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -62,17 +65,22 @@ class ResultChunk:
 
     def cut(self, i: int) -> ResultChunk:
         """The elements from position ``i`` on (numpy slices are views: no element is copied)."""
-        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols])
+        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], self.approx)
 
     def encode(self, encoder: Any) -> bytes:
         data = self._enc.get(encoder.name)
         if data is None:
             data = encoder.elements(self.names, self.ts, self.sign, self.cols)
+            if self.approx is not None:
+                data = mark_approx(encoder.name, data, self.approx)
             self._enc[encoder.name] = data
         return data
 
     def elements(self) -> list[Element]:
         ts, sign, cols = _plain(self.ts), _plain(self.sign), [_plain(c) for c in self.cols]
+        if self.approx is not None:
+            return [ApproxElement(t, s, dict(zip(self.names, vals)), self.approx)
+                    for t, s, *vals in zip(ts, sign, *cols)]
         return [Element(t, s, dict(zip(self.names, vals))) for t, s, *vals in zip(ts, sign, *cols)]
 
 
@@ -205,9 +213,10 @@ class QueryResults:
             self.ring[0] = self.ring[0].cut(cut)
             self.ring_elements -= cut
 
-    def fan_out(self, b: Batch, deliver: bool = True) -> None:
-        """One result batch: counted, retained, offered to every reader (each gap counted as missed)."""
-        chunk = ResultChunk.from_batch(self.names, b)
+    def fan_out(self, b: Batch, deliver: bool = True, approx: Approx | None = None) -> None:
+        """One result batch: counted, retained, offered to every reader (each gap counted as missed);
+        ``approx`` when the query was approximate as it was produced."""
+        chunk = ResultChunk.from_batch(self.names, b, approx)
         self.results_out += len(chunk)
         self.batches_out += 1
         self.last_ts = chunk.last_ts
@@ -225,6 +234,12 @@ class QueryResults:
             sub.close(reason)
         if self.publisher_task is not None:
             self.publisher_task.cancel()
+
+    def approximation(self) -> dict[str, Any]:
+        """Whether the query's results are exact now, and since when (application time; None: since it was
+        registered), with the approximation in effect when they are not."""
+        a = self.query.approx
+        return {"exact": a is None, "since": self.query.approx_since, "approx": None if a is None else a.as_json()}
 
     def stats(self) -> dict[str, Any]:
         return {"results_out": self.results_out, "subscribers": len(self.subscribers),
@@ -265,13 +280,14 @@ def collect(states: Iterable[QueryResults], deliver: bool = True) -> None:
     readers as a mark that results below it are final."""
     for st in list(states):
         hb: int | None = None
+        approx = st.query.approximation()
         while True:
             item = st.query.reader.get()
             if item is None:
                 break
             if isinstance(item, Batch):
                 if len(item):
-                    st.fan_out(item, deliver)
+                    st.fan_out(item, deliver, approx)
             elif isinstance(item, Heartbeat):
                 hb = item.ts
         if hb is not None and (st.last_heartbeat is None or hb > st.last_heartbeat):

@@ -475,6 +475,15 @@ class Runtime:
         st = self.states.get(qid)
         return {} if st is None else st.stats()
 
+    def query_approximation(self, qid: str) -> dict[str, Any]:
+        """Whether a query's results are exact now and since when (application time), and the
+        approximation in effect (docs/approximation.md); {} for an unknown id."""
+        st = self.states.get(qid)
+        if st is None:
+            return {}
+        st.query.approximation()
+        return st.approximation()
+
     def count_error(self, kind: str) -> None:
         """Count one error of ``kind`` (``http_404``, ...) in ``runtime.errors`` and the metrics."""
         self.errors[kind] += 1
