@@ -7,6 +7,7 @@ output. Only application timestamps decide results; nothing here reads the wall 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -45,6 +46,7 @@ class Query:
         self.definition = qdef
         self.reader = reader
         self.node = node
+        self.weight = 1.0                        # the load shedder weighs this query's error by it
         self.approx: Approx | None = None        # as of the last ``approximation()``
         self.approx_since: int | None = None     # application time the query became exact or approximate
 
@@ -91,6 +93,8 @@ class Query:
                 if approx is not None:           # a copy: the batch may be read by others too
                     item = Batch(item.ts, item.sign, item.cols)
                     item.approx = approx
+                    if approx.sampling_rate is not None:
+                        item = self.engine.shedder.scale(self, item, approx.sampling_rate)
                 out.append(item)
 
     def drain_items(self) -> list[Batch | Heartbeat]:
@@ -455,8 +459,18 @@ class Engine:
         parts += self.shedder.approximations(query_id)
         return combine(parts)
 
+    def set_query_weight(self, query_id: str, weight: float) -> None:
+        """The query's ``weight``: the load shedder minimises the largest weighted relative error, so a query
+        of weight 2 gets half the error of one of weight 1 (SchemaError for a value that is not a finite
+        number above 0; nothing changes then)."""
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) \
+                or not 0 < weight <= 1e6:
+            raise SchemaError(f"weight must be a number in (0, 1000000], not {weight!r}")
+        self.query(query_id).weight = float(weight)
+
     def _plan_changed(self) -> None:
         self._approx_sources = {}
+        self.shedder.plan_changed()
         if self.policy is not None:
             self.policy.plan_changed([op for op in self.ops if op.fused is None])
 

@@ -72,5 +72,9 @@ class EngineSystem(SystemEntity):
     def _now(self) -> int | None:
         return self._engine.now()
 
+    def on_set_shedding(self, old: bool, new: bool) -> None:
+        if not new:
+            self._engine.shedder.shed({})        # every drop goes; results say so until their windows pass
+
     def on_set_policy(self, old: str, new: str) -> None:
         self._engine.set_policy(new)
