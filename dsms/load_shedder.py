@@ -308,13 +308,15 @@ class LoadShedder:
                     demand[q] += share / max(self.effective(q), 1e-6)
         self.load = sum(demand.values())
         thr = eng.system.load_threshold if threshold is None else threshold
-        if self.forced is not None:
+        if self.forced is not None:               # over memory or backlog: aim below the present demand
             self.squeeze = max(0.05, self.squeeze * 0.5)
             self.forced = None
-        elif self.load <= thr * capacity * self.squeeze:
+        else:
             self.squeeze = min(1.0, self.squeeze * 1.5)
-        cap = thr * capacity * self.squeeze
-        if self.load <= cap and self.squeeze >= 1.0:
+        cap = thr * capacity
+        if self.squeeze < 1.0:
+            cap = min(cap, self.load * self.squeeze)
+        if self.load <= cap:
             if self.rates:
                 self.shed({})
             return
