@@ -18,7 +18,8 @@ COUNT scaled by 1/P has relative standard deviation sqrt((1 - P) / (P N)), SUM s
 sqrt((1 - P)(1 + k^2) / (P N)), AVG (not scaled: the ratio of the sample's sum and count) about
 sqrt((1 - P) k^2 / (P N)), where N is the smallest group's size and k the coefficient of variation of the
 aggregated values, both measured by the aggregate (``VectorAggregateOp.error_profile``). MIN, MAX and the
-other aggregates have no such bound: their queries are never shed.
+other aggregates have no such bound: their queries are never shed; nor are queries over more than one input
+edge (a join of two sampled inputs keeps p^2 of its pairs, and not independently, pitfall P-9).
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ class LoadShedder:
         """(smallest group, squared coefficient of variation, functions) of the query's aggregate, or None
         when it has none that the shedder can bound."""
         agg = self._agg(qid)
-        if agg is None:
-            return None
+        if agg is None or len(self._source_edges(qid)) != 1:
+            return None                       # BDM04's setting: an aggregate over one input (see shed)
         n_min, k2, funcs = agg.error_profile()          # measured on what reached it: the sample
         return int(n_min / max(self.effective(qid), 1e-6)), k2, funcs
 
@@ -162,8 +163,8 @@ class LoadShedder:
 
     def _source_edges(self, qid: str) -> list[tuple[Any, int]]:
         srcq = {id(s.queue) for s in self.engine.sources.values()}
-        return [(op, j) for op in self.engine.ops if qid in op.owners
-                for j, q in enumerate(op.input_queues) if id(q) in srcq]
+        return [(op, j) for op in self.engine.ops if qid in op.owners and op.fused is None
+                for j, q in enumerate(op.input_queues[:len(op.readers)]) if id(q) in srcq]
 
     def _own_edge(self, op: Any, qid: str) -> tuple[Any, int] | None:
         """The edge into the first operator below ``op`` (on the query's path) that only ``qid`` uses."""
@@ -171,8 +172,8 @@ class LoadShedder:
         while todo:
             cur = todo.pop(0)
             for c in self.engine.ops:
-                if qid in c.owners and id(c) not in seen:
-                    for j, q in enumerate(c.input_queues):
+                if qid in c.owners and id(c) not in seen and c.fused is None:
+                    for j, q in enumerate(c.input_queues[:len(c.readers)]):
                         if q is cur.output:
                             if c.owners == {qid}:
                                 return c, j
@@ -186,7 +187,12 @@ class LoadShedder:
         want: dict[tuple[int, int], tuple[Any, int, float, set[str]]] = {}
         for qid in self.engine.query_list:
             p = rates.get(qid, 1.0)
-            for op, j in self._source_edges(qid):
+            edges = self._source_edges(qid)
+            if len(edges) != 1:
+                # a join of two shed inputs keeps p^2 of its pairs, not independently (P-9), and a union
+                # needs every input shed alike: only queries over one input edge are shed
+                p = 1.0
+            for op, j in edges:
                 key = (id(op), j)
                 if op.owners == {qid}:
                     want[key] = (op, j, p, {qid})
@@ -218,7 +224,7 @@ class LoadShedder:
             elif s.auto:
                 s.set_rate(p)
             s.queries = sorted(qs)
-        self.rates = {q: p for q, p in rates.items() if p < 1.0}
+        self.rates = {q: p for q, p in rates.items() if p < 1.0 and len(self._source_edges(q)) == 1}
         for q in self.rates:
             self.lingering.pop(q, None)
         for s in self.placed.values():

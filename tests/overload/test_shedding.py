@@ -182,3 +182,24 @@ def test_sample_uses_the_shedders_random_drop():
 def _q():
     from dsms.queues import Queue
     return Queue()
+
+
+def test_a_join_is_not_shed_and_a_shared_edge_spares_the_exact_query():
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (g INT, v FLOAT); REGISTER STREAM T (g INT)")
+    j = eng.execute("SELECT COUNT(*) AS c FROM S [RANGE 100] X, T [RANGE 100] Y WHERE X.g = Y.g")
+    a = eng.execute("SELECT g, COUNT(*) AS c FROM S [RANGE 100] GROUP BY g")
+    b = eng.execute("SELECT g, SUM(v) AS s FROM S [RANGE 100] GROUP BY g")
+    eng.shedder.shed({j.id: 0.5, a.id: 0.25})
+    sheds = {s.get("edge"): s.get() for s in eng.registry.entities(kind="shedder")}
+    assert sheds and all(0 < s["sampling_rate"] < 1 for s in sheds.values())
+    assert all(b.id not in s["queries"] for s in sheds.values())     # b needs no shedding: never thinned
+    assert eng.shedder.effective(a.id) == pytest.approx(0.25)
+    assert eng.shedder.effective(b.id) == 1.0 and eng.shedder.effective(j.id) == 1.0   # two inputs: exact
+    eng.push("S", [{"g": k % 3, "v": 1.0} for k in range(300)], ts=list(range(300)))
+    eng.push("T", [{"g": k % 3} for k in range(300)], ts=list(range(300)))
+    eng.heartbeat(400)
+    eng.run()
+    assert all(type(e) is Element for e in b.drain())
+    assert all(isinstance(e, ApproxElement) for e in a.drain())
+    assert all(type(e) is Element for e in j.drain())
