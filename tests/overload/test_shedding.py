@@ -203,3 +203,26 @@ def test_a_join_is_not_shed_and_a_shared_edge_spares_the_exact_query():
     assert all(type(e) is Element for e in b.drain())
     assert all(isinstance(e, ApproxElement) for e in a.drain())
     assert all(type(e) is Element for e in j.drain())
+
+
+def test_wire_formats_mark_approximate_chunks_and_leave_exact_bytes_alone():
+    import json
+    import xml.etree.ElementTree as ET
+
+    from dsms.approx import Approx
+    from dsms.formats import ENCODERS
+    from dsms.runtime.results import ResultChunk
+    names = ["g", "s"]
+    cols = [np.array([1, 2]), np.array(["a}\n<element ", "b"], dtype=object)]
+    exact = ResultChunk(names, np.array([5, 6]), np.array([1, -1], np.int8), cols)
+    approx = ResultChunk(names, np.array([5, 6]), np.array([1, -1], np.int8), cols, Approx(0.03, 0.95, 0.5))
+    for name, enc in ENCODERS.items():
+        assert exact.encode(enc) == enc.elements(names, exact.ts, exact.sign, exact.cols)
+    lines = [json.loads(x) for x in approx.encode(ENCODERS["ndjson"]).decode().splitlines()]
+    assert [x["approx"] for x in lines] == [{"rel_error": 0.03, "confidence": 0.95, "sampling_rate": 0.5}] * 2
+    assert lines[0]["row"]["s"] == "a}\n<element "
+    sse = [json.loads(x[6:]) for x in approx.encode(ENCODERS["sse"]).decode().split("\n\n") if x]
+    assert [x["approx"]["sampling_rate"] for x in sse] == [0.5, 0.5]
+    doc = ET.fromstring("<r>" + approx.encode(ENCODERS["xml"]).decode() + "</r>")
+    assert [e.get("rel_error") for e in doc] == ["0.03", "0.03"] and doc[0].get("sampling_rate") == "0.5"
+    assert doc[0].find("s").text == "a}\n<element "
