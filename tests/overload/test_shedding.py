@@ -216,7 +216,7 @@ def test_wire_formats_mark_approximate_chunks_and_leave_exact_bytes_alone():
     cols = [np.array([1, 2]), np.array(["a}\n<element ", "b"], dtype=object)]
     exact = ResultChunk(names, np.array([5, 6]), np.array([1, -1], np.int8), cols)
     approx = ResultChunk(names, np.array([5, 6]), np.array([1, -1], np.int8), cols, Approx(0.03, 0.95, 0.5))
-    for name, enc in ENCODERS.items():
+    for enc in ENCODERS.values():
         assert exact.encode(enc) == enc.elements(names, exact.ts, exact.sign, exact.cols)
     lines = [json.loads(x) for x in approx.encode(ENCODERS["ndjson"]).decode().splitlines()]
     assert [x["approx"] for x in lines] == [{"rel_error": 0.03, "confidence": 0.95, "sampling_rate": 0.5}] * 2
