@@ -24,6 +24,9 @@ class EngineSystem(SystemEntity):
                     "error (load shedder) instead of refusing it")
     load_threshold = Knob(float, default=0.9, gt=0.0, le=10.0, doc="shedding starts when the measured load "
                           "(CPU seconds of work per second of arrivals) passes this share of capacity")
+    load = Stat(float, compute="_load", unit="CPU s/s", doc="demand the load shedder measured at its last "
+                "step: CPU seconds per second the queries' operators would use unshed")
+    shed_queries = Stat(int, compute="_shed_queries", doc="queries the load shedder is shedding now")
     memory_bytes = Stat(int, compute="_memory_bytes", unit="bytes",
                         doc="bytes held by all queues, synopses and rows held inside operators")
     backlog = Stat(int, compute="_backlog", unit="tuples",
@@ -41,6 +44,12 @@ class EngineSystem(SystemEntity):
 
     def __init__(self, engine) -> None:
         self._engine = engine
+
+    def _load(self) -> float:
+        return round(self._engine.shedder.load, 6)
+
+    def _shed_queries(self) -> int:
+        return len(self._engine.shedder.rates)
 
     def _memory_bytes(self) -> int:
         return self._engine.memory_bytes()
