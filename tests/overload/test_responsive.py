@@ -107,6 +107,10 @@ def test_with_shedding_on_overload_is_shed_and_results_say_they_are_approximate(
         assert all("approx" not in i for i in exact)                  # exact: nothing extra
         q = srv.get("/queries/agg").json()["approximation"]
         assert q["exact"] is True and q["approx"] is None
+        for bad in (0, -1, "x"):
+            assert srv.request("PATCH", "/queries/agg", json_body={"weight": bad}).status == 400
+        r = srv.request("PATCH", "/queries/agg", json_body={"weight": 2.5})
+        assert r.status == 200 and r.json()["weight"] == 2.5, r
         held = srv.get("/system").json()["memory_bytes"]
         r = srv.request("PATCH", "/system", json_body={"shedding": True, "memory_budget": max(1, held // 4)})
         assert r.status == 200, r
