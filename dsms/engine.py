@@ -448,14 +448,10 @@ class Engine:
         """The combined approximation (``dsms.approx.combine``) of what every entity upstream of the query's
         output says now: its operators and their synopses (those defining ``approximation()``) and the load
         shedder's drops on the edges into them. None when everything is exact."""
-        cached = self._approx_sources.get(query_id)
-        if cached is None:
-            cached = []
-            for op in self.ops:
-                if query_id in op.owners:
-                    cached += [e for e in (op, *op.synopses) if hasattr(e, "approximation")]
-            self._approx_sources[query_id] = cached
-        parts = [e.approximation() for e in cached]
+        ops = self._approx_sources.get(query_id)
+        if ops is None:
+            ops = self._approx_sources[query_id] = [op for op in self.ops if query_id in op.owners]
+        parts = [e.approximation() for op in ops for e in (op, *op.synopses) if hasattr(e, "approximation")]
         parts += self.shedder.approximations(query_id)
         return combine(parts)
 

@@ -226,3 +226,25 @@ def test_wire_formats_mark_approximate_chunks_and_leave_exact_bytes_alone():
     doc = ET.fromstring("<r>" + approx.encode(ENCODERS["xml"]).decode() + "</r>")
     assert [e.get("rel_error") for e in doc] == ["0.03", "0.03"] and doc[0].get("sampling_rate") == "0.5"
     assert doc[0].find("s").text == "a}\n<element "
+
+
+def test_any_upstream_synopsis_with_approximation_marks_the_results():
+    # the contract with the synopsis kinds (reservoir, Bloom): define approximation(), return Approx or None
+    from dsms.approx import Approx
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (g INT, v FLOAT)")
+    q = eng.execute("SELECT g, COUNT(*) AS c FROM S [RANGE 1000] GROUP BY g")
+    syn = next(s for op in eng.ops if q.id in op.owners for s in op.synopses)
+    state = {"a": None}
+    syn.approximation = lambda: state["a"]
+    eng.push("S", [{"g": 1, "v": 1.0}], ts=1)
+    eng.heartbeat(2)
+    eng.run()
+    assert [type(e) for e in q.drain()] == [Element] and q.approx_since is None
+    state["a"] = Approx(0.1, 0.9)
+    eng.push("S", [{"g": 1, "v": 1.0}], ts=3)
+    eng.heartbeat(4)
+    eng.run()
+    out = q.drain()
+    assert out and all(isinstance(e, ApproxElement) and e.approx == Approx(0.1, 0.9) for e in out)
+    assert q.approx_since == 4 and out[-1].row["c"] == 2            # no sampling rate: nothing scaled
