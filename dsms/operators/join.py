@@ -125,7 +125,7 @@ class JoinOp(BinaryOperator):
         return self.more is not None or super().ready()
 
     def pending_rows(self) -> int:
-        return super().pending_rows() + self.held_rows()
+        return super().pending_rows() + self.work_rows()
 
     def held_rows(self) -> int:
         """Rows held until the other input passes them or until a later run applies them (read only)."""
