@@ -24,6 +24,10 @@ Method, all in one process:
    seconds, service the batch's measured processing time), so a run that cannot keep up shows a growing
    latency and one that can shows a bounded one; the exact run's latency at load L is shown beside it.
 
+Besides, the P3-style selection workload of X8 (digest-004 section 4): ``--queries`` selection queries of
+selectivity 5-10%, with the fraction of the exact output each method returns at 2x and 3x and its CPU time.
+The load shedder sheds aggregates only (selections have no relative-error bound), so it leaves them exact.
+
 Usage::
 
     python3 bench/overload.py [--rows 60000] [--groups 1000] [--queries 100] [--batch 5000] [--json FILE]
@@ -128,6 +132,36 @@ def p99_latency(service: list[float], interval: float) -> float:
     return float(np.percentile(lat, 99))
 
 
+def selection_run(args: argparse.Namespace, data: dict, rate: float | None, shedder_load: int | None) -> dict:
+    """The X8 workload (digest-004 section 4): 100 selection queries of selectivity 5-10% over the stream;
+    output rows and CPU, with the input dropped uniformly at ``rate``, or with the load shedder asked to fit
+    1/``shedder_load`` of the measured demand (it sheds aggregates only, so selections stay exact)."""
+    rng = np.random.default_rng(args.seed + 1)
+    eng = Engine({"seed": args.seed})
+    eng.execute("REGISTER STREAM S (g INT, v FLOAT, f FLOAT)")
+    qs = []
+    for _ in range(args.queries):
+        lo, width = float(rng.random() * 0.9), float(rng.uniform(0.05, 0.10))
+        qs.append(eng.execute(f"SELECT ISTREAM(g, v) FROM S WHERE f >= {lo:.4f} AND f < {lo + width:.4f}"))
+    if rate is not None:
+        from dsms.operators.shed import Shedder
+        for op in eng.ops:                            # uniform input dropping: one drop on every input edge
+            for r in op.readers:
+                if r.queue is eng.source_queue("S"):
+                    r.shed = Shedder(r, "uniform", eng.next_seed(), rate)
+    n, out_rows, cpu = len(data["g"]), 0, 0.0
+    for lo in range(0, n, args.batch):
+        hi = min(n, lo + args.batch)
+        t0 = time.process_time()
+        eng.push("S", {c: data[c][lo:hi].tolist() for c in ("g", "v", "f")}, ts=list(range(lo, hi)))
+        eng.run()
+        if shedder_load is not None:
+            eng.shedder.step(capacity=1e-12)          # as overloaded as can be
+        out_rows += sum(len(b) for q in qs for b in q.drain_batches())
+        cpu += time.process_time() - t0
+    return {"rows": out_rows, "cpu_s": cpu, "shed": len(eng.shedder.rates)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=60_000)
@@ -179,6 +213,21 @@ def main() -> None:
             r = row[name]
             print(f"{load}x {name:>10} {r['max_rel_error']:8.4f} {r['mean_rel_error']:8.4f} "
                   f"{r['peak_bytes'] / 1e6:8.1f} {r['p99_latency_ms']:8.1f} {exact_p99:12.1f} {r['cpu_s']:7.2f}")
+    exact_sel = selection_run(args, data, None, None)
+    out["selection"] = {"exact_rows": exact_sel["rows"], "exact_cpu_s": round(exact_sel["cpu_s"], 3), "loads": {}}
+    print(f"selection workload (X8): {args.queries} queries of 5-10% selectivity, exact output "
+          f"{exact_sel['rows']} rows, {exact_sel['cpu_s']:.2f} s CPU")
+    for load in (2, 3):
+        uni = selection_run(args, data, 1.0 / load, None)
+        ours = selection_run(args, data, None, load)
+        out["selection"]["loads"][f"{load}x"] = {
+            "uniform_output_fraction": round(uni["rows"] / max(exact_sel["rows"], 1), 4),
+            "uniform_cpu_s": round(uni["cpu_s"], 3),
+            "shedder_output_fraction": round(ours["rows"] / max(exact_sel["rows"], 1), 4),
+            "shedder_cpu_s": round(ours["cpu_s"], 3), "shedder_queries_shed": ours["shed"]}
+        print(f"{load}x uniform: {uni['rows'] / max(exact_sel['rows'], 1):.3f} of the output, {uni['cpu_s']:.2f} s; "
+              f"shedder: {ours['rows'] / max(exact_sel['rows'], 1):.3f}, {ours['cpu_s']:.2f} s "
+              f"({ours['shed']} queries shed: selections have no error bound)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
 
