@@ -313,6 +313,8 @@ class LoadShedder:
                 if q in demand:
                     demand[q] += share / max(self.effective(q), 1e-6)
         self.load = sum(demand.values())
+        if self.load <= 0.0 and self.forced is None:
+            return                                # nothing was processed: no news, the rates stay
         thr = eng.system.load_threshold if threshold is None else threshold
         if self.forced is not None:               # over memory or backlog: aim below the present demand
             self.squeeze = max(0.05, self.squeeze * 0.5)
