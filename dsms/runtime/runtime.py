@@ -464,7 +464,9 @@ class Runtime:
         return {**self.engine.system.get(), "runtime": self.runtime_stats()}
 
     def set_system(self, values: Mapping[str, Any]) -> dict:
-        self.pump.quiesce()
+        """Write system knobs. No knob of ``sys:0`` changes a result (the policy never does; the memory
+        budget, shedding and the load threshold act on input still to be read), so the engine is not run to
+        idle first: turning shedding on while a long backlog is worked off must not freeze the server."""
         self.engine.system.set_many(dict(values))
         self._log({"op": "system", "values": dict(values)})
         return self.system()
