@@ -286,6 +286,10 @@ class LoadShedder:
 
     # ------------------------------------------------------------------ the control loop
 
+    def can_shed(self) -> bool:
+        """Whether some registered query could be shed (an aggregate with an error bound over one input)."""
+        return any(self.profile(q) is not None for q in self.engine.query_list)
+
     def force(self, reason: str) -> None:
         """The server is over its backlog or memory limits with shedding on: shed harder at the next step."""
         self.forced = reason

@@ -129,13 +129,14 @@ class InputPath:
 
     def check_backlog(self, key: str) -> None:
         """503 + Retry-After when over the limits and shedding is off; with shedding on the input is
-        accepted and the load shedder drops what the engine cannot keep up with (docs/approximation.md)."""
+        accepted and the load shedder drops what the engine cannot keep up with (docs/approximation.md),
+        unless no query can be shed (none has an error bound): then it is refused as well."""
         if self.rt.recovering:
             return
         why = self.overloaded()
         if why is None:
             return
-        if self.rt.engine.system.shedding:
+        if self.rt.engine.system.shedding and self.rt.engine.shedder.can_shed():
             self.rt.engine.overloaded(why)
             return
         self.counters[key]["refused"] += 1

@@ -141,3 +141,16 @@ def test_with_shedding_on_overload_is_shed_and_results_say_they_are_approximate(
         assert q["exact"] is False and q["since"] is not None and q["approx"]["sampling_rate"] < 1
     finally:
         srv.stop()
+
+
+def test_with_shedding_on_but_nothing_sheddable_input_over_budget_is_refused(tmp_path: Path) -> None:
+    srv = Server(tmp_path / "data").start()
+    try:
+        srv.cql("REGISTER STREAM S (a INT); REGISTER QUERY m AS SELECT MAX(a) AS top FROM S [RANGE 1000000]")
+        assert srv.ndjson("S", [{"ts": t, "row": {"a": t}} for t in range(2000)]).status in (200, 202)
+        assert srv.request("PATCH", "/system", json_body={"shedding": True, "memory_budget": 1}).status == 200
+        time.sleep(0.15)
+        r = srv.ndjson("S", [{"ts": 5000, "row": {"a": 1}}])
+        assert r.status == 503 and r.headers.get("retry-after") == "1", r     # MAX has no error bound
+    finally:
+        srv.stop()
