@@ -93,8 +93,8 @@ class Query:
                 if approx is not None:           # a copy: the batch may be read by others too
                     item = Batch(item.ts, item.sign, item.cols)
                     item.approx = approx
-                    if approx.sampling_rate is not None:
-                        item = self.engine.shedder.scale(self, item, approx.sampling_rate)
+                    if (p := self.engine.shedder.scale_rate(self.id)) < 1.0:
+                        item = self.engine.shedder.scale(self, item, p)
                 out.append(item)
 
     def drain_items(self) -> list[Batch | Heartbeat]:

@@ -270,6 +270,17 @@ class LoadShedder:
             return [lin[2]]
         return []
 
+    def scale_rate(self, query_id: str) -> float:
+        """The rate the query's COUNT and SUM results are to be scaled by (1/rate): its drops' rate, or while
+        its approximation lingers the rate its state was sampled at; 1 when it was not shed. Only the load
+        shedder's own drops count here: another approximate entity (a sample synopsis) scales what it
+        samples itself."""
+        p = self.effective(query_id)
+        if p < 1.0:
+            return p
+        lin = self.lingering.get(query_id)
+        return lin[1] if lin is not None else 1.0
+
     def scale(self, query: Any, batch: Batch, p: float) -> Batch:
         """The query's result batch with its COUNT and SUM columns scaled by 1/p (AVG is not: a ratio of two
         scaled sums is the unscaled ratio). Other columns are left as they are."""

@@ -287,8 +287,8 @@ def collect(states: Iterable[QueryResults], deliver: bool = True) -> None:
                 break
             if isinstance(item, Batch):
                 if len(item):
-                    if approx is not None and approx.sampling_rate is not None:
-                        item = st.query.engine.shedder.scale(st.query, item, approx.sampling_rate)
+                    if approx is not None and (p := st.query.engine.shedder.scale_rate(st.query.id)) < 1.0:
+                        item = st.query.engine.shedder.scale(st.query, item, p)
                     st.fan_out(item, deliver, approx)
             elif isinstance(item, Heartbeat):
                 hb = item.ts
