@@ -15,11 +15,27 @@ import numpy as np
 
 
 class Element(NamedTuple):
-    """One result element as users see it (SPEC section 5)."""
+    """One result element as users see it (SPEC section 5). ``approx`` is None: exact (an approximate one is
+    an ``ApproxElement``)."""
 
     ts: int
     sign: int
     row: dict
+
+    approx = None
+
+
+class ApproxElement(Element):
+    """A result element produced while the query was approximate: ``approx`` (a ``dsms.approx.Approx``)
+    says how much. It compares equal to the exact element with the same fields."""
+
+    def __new__(cls, ts: int, sign: int, row: dict, approx) -> ApproxElement:
+        self = super().__new__(cls, ts, sign, row)
+        self.approx = approx
+        return self
+
+    def __repr__(self) -> str:
+        return f"ApproxElement(ts={self.ts}, sign={self.sign}, row={self.row}, approx={self.approx})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +55,14 @@ class Heartbeat:
 class Batch:
     """A run of elements in timestamp order. Columns are positional; ``len(batch)`` is the row count."""
 
-    __slots__ = ("ts", "sign", "cols", "_nbytes")
+    __slots__ = ("ts", "sign", "cols", "_nbytes", "approx")
 
     def __init__(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray]) -> None:
         self.ts = ts
         self.sign = sign
         self.cols = cols
         self._nbytes: int | None = None
+        self.approx = None              # set on a query's result batch produced while it was approximate
 
     def __len__(self) -> int:
         return len(self.ts)

@@ -7,19 +7,23 @@ output. Only application timestamps decide results; nothing here reads the wall 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 
 import numpy as np
 
 from control_tables import Knob, Registry
 from dsms import introspect
-from dsms.batch import Batch, Element, Heartbeat, from_rows
+from dsms.approx import Approx, combine
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError, SchemaError
+from dsms.load_shedder import LoadShedder
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -55,6 +59,19 @@ class Query:
         self._overflows_seen: dict[str, int] = {}     # per operator: overflow messages already raised
         #: the static approximation asked for at registration ({"window": f, "sample": g}; empty: none)
         self.reduction: dict[str, float] = {}
+        self.weight = 1.0                        # the load shedder weighs this query's error by it
+        self.approx: Approx | None = None        # as of the last ``approximation()``
+        self.approx_since: int | None = None     # application time the query became exact or approximate
+
+    def approximation(self) -> Approx | None:
+        """What the results produced now are: None when exact, else their combined approximation
+        (``dsms.approx``: asked of every entity upstream of the output). Also updates ``approx_since``,
+        the application time of the last change between exact and approximate."""
+        a = self.engine.query_approximation(self.id)
+        if (a is None) != (self.approx is None):
+            self.approx_since = self.engine.now()
+        self.approx = a
+        return a
 
     @property
     def id(self) -> str:
@@ -77,13 +94,20 @@ class Query:
         return self.definition.text
 
     def drain_batches(self) -> list[Batch]:
-        """Results as columnar batches (cheaper than ``drain`` for large outputs)."""
+        """Results as columnar batches (cheaper than ``drain`` for large outputs). A batch produced while
+        the query is approximate carries it as ``batch.approx`` (exact ones: None)."""
         out = []
+        approx = self.approximation()
         while True:
             item = self.reader.get()
             if item is None:
                 return out
             if isinstance(item, Batch):
+                if approx is not None:           # a copy: the batch may be read by others too
+                    item = Batch(item.ts, item.sign, item.cols)
+                    item.approx = approx
+                    if (p := self.engine.shedder.scale_rate(self.id)) < 1.0:
+                        item = self.engine.shedder.scale(self, item, p)
                 out.append(item)
 
     def drain_items(self) -> list[Batch | Heartbeat]:
@@ -104,8 +128,12 @@ class Query:
         names = [c for c, _ in self.definition.columns]
         out: list[Element] = []
         for b in self.drain_batches():
-            for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
-                out.append(Element(t, s, dict(zip(names, row))))
+            if b.approx is None:
+                for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
+                    out.append(Element(t, s, dict(zip(names, row))))
+            else:
+                for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
+                    out.append(ApproxElement(t, s, dict(zip(names, row)), b.approx))
         return out
 
     def _raise_overflows(self) -> None:
@@ -181,6 +209,8 @@ class Engine:
         self.registry = Registry(clock=self.now)
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
+        self.shedder = LoadShedder(self)
+        self._approx_sources: dict[str, list] = {}
         self.building_view = False
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
@@ -468,7 +498,29 @@ class Engine:
             self.registry.add(self.policy, id=self.POLICY_ID)
         self._plan_changed()
 
+    def query_approximation(self, query_id: str) -> Approx | None:
+        """The combined approximation (``dsms.approx.combine``) of what every entity upstream of the query's
+        output says now: its operators and their synopses (those defining ``approximation()``) and the load
+        shedder's drops on the edges into them. None when everything is exact."""
+        ops = self._approx_sources.get(query_id)
+        if ops is None:
+            ops = self._approx_sources[query_id] = [op for op in self.ops if query_id in op.owners]
+        parts = [e.approximation() for op in ops for e in (op, *op.synopses) if hasattr(e, "approximation")]
+        parts += self.shedder.approximations(query_id)
+        return combine(parts)
+
+    def set_query_weight(self, query_id: str, weight: float) -> None:
+        """The query's ``weight``: the load shedder minimises the largest weighted relative error, so a query
+        of weight 2 gets half the error of one of weight 1 (SchemaError for a value that is not a finite
+        number above 0; nothing changes then)."""
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) \
+                or not 0 < weight <= 1e6:
+            raise SchemaError(f"weight must be a number in (0, 1000000], not {weight!r}")
+        self.query(query_id).weight = float(weight)
+
     def _plan_changed(self) -> None:
+        self._approx_sources = {}
+        self.shedder.plan_changed()
         if self.policy is not None:
             self.policy.plan_changed([op for op in self.ops if op.fused is None])
 
@@ -758,6 +810,30 @@ class Engine:
         """Rows a base relation holds now (copies counted)."""
         return sum(len(times) for times in self._source(name, "relation").contents.values())
 
+    def backlog(self) -> int:
+        """Tuples waiting for work: in every queue (input and between operators) and inside operators that
+        put part of a release back for a later run (a join's bounded runs). Rows an operator holds until
+        time passes them (an aggregate's instant not final yet) are state, counted by ``memory_bytes``."""
+        return sum(q.tuples for q in self.queues) + sum(op.work_rows() for op in self.ops)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by every queue and every synopsis (each counted once, shared ones too): what the
+        system's ``memory_budget`` is compared with. Synopses count rows held inside their operators."""
+        seen: set[int] = set()
+        total = sum(q.bytes for q in self.queues)
+        for op in self.ops:
+            total += op.held_bytes()
+            for syn in op.synopses:
+                if id(syn) not in seen:
+                    seen.add(id(syn))
+                    total += syn.nbytes()
+        return total
+
+    def overloaded(self, reason: str) -> None:
+        """The server is over its backlog or memory limits and shedding is on: the load shedder sheds at
+        once, whatever its own load measurement says (docs/approximation.md)."""
+        self.shedder.force(reason)
+
     def input_backlog(self) -> dict[str, int]:
         """Tuples each input's queue holds (pushed, not yet read by every operator reading it), by name."""
         return {s.obj.name: int(s.queue.tuples) for s in self.sources.values()}
@@ -786,9 +862,9 @@ class Engine:
 
     # ---------------------------------------------------------------- running
 
-    def run(self, max_steps: int | None = None) -> int:
-        """Run operators until no operator has input waiting (or ``max_steps`` operator runs); returns the
-        number of runs. The scheduling policy (the system's ``policy`` knob) picks which ready operator runs
+    def run(self, max_steps: int | None = None, deadline: float | None = None) -> int:
+        """Run operators until no operator has input waiting (or ``max_steps`` operator runs, or
+        ``time.perf_counter()`` passes ``deadline``: the server's time slices); returns the number of runs. The scheduling policy (the system's ``policy`` knob) picks which ready operator runs
         next; an operator whose output queue is at its ``capacity`` is not ready. Results never depend on
         the policy: every operator is correct under any order of runs."""
         steps = 0
@@ -810,4 +886,6 @@ class Engine:
             consumed = op.run(policy.budget(op))
             policy.on_ran(op, consumed)
             steps += 1
+            if deadline is not None and perf_counter() >= deadline:
+                break
         return steps

@@ -20,6 +20,7 @@ from dsms.operators.sample import SampleOp
 from dsms.operators.select import SelectOp
 from dsms.operators.semi_join import SemiJoinOp
 from dsms.operators.set_op import SetOpOp
+from dsms.operators.shed import Shedder
 from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp
 from dsms.queues import Queue
@@ -52,6 +53,10 @@ What the knobs do:
 
 - `policy` (system): the scheduler policy; results do not depend on it (docs/scheduling.md). The policy's
   own knobs are in its control table, `sched:0` ("Scheduling policies" below).
+- `memory_budget`, `shedding`, `load_threshold` (system): over the memory budget (every queue, synopsis and
+  held row) or the backlog limit input is refused with 503, or with `shedding` on accepted and shed; the load
+  shedder also sheds when the measured load passes `load_threshold` of capacity (docs/approximation.md).
+- `sampling_rate`, `auto` (shedders): the fraction a shedder keeps, set by the load shedder unless written.
 - `priority` (operators): among the operators a policy ranks equal, higher runs first.
 - `capacity` (queues): a queue holding this many rows keeps its producer from being scheduled.
 - `range` (RANGE windows): the window size; a change applies to elements whose timestamp is after the
@@ -89,6 +94,11 @@ def render() -> str:
         else:
             parts.append("The base table only.")
         parts.append("")
+    parts.append("## Shedders\n")
+    parts.append("Placed and removed by the load shedder while the system's `shedding` knob is on "
+                 "(docs/approximation.md); one per edge it thins, ids `shed:N`.\n")
+    parts.append(attribute_table(Shedder))
+    parts.append("")
     parts.append("## Scheduling policies\n")
     parts.append("The policy in use is `sched:0`; switching the system's `policy` replaces it (same id) and "
                  "keeps the knobs both policies have. Every policy has the base table:\n")

@@ -105,11 +105,12 @@ class Queue(Entity):
 class QueueReader:
     """One reader's cursor into a shared queue."""
 
-    __slots__ = ("queue", "pos")
+    __slots__ = ("queue", "pos", "shed")
 
     def __init__(self, queue: Queue, pos: int) -> None:
         self.queue = queue
         self.pos = pos
+        self.shed = None             # a load shedder's random drop on this edge (dsms/operators/shed.py)
 
     def pending(self) -> int:
         return self.queue._base + len(self.queue._items) - self.pos
@@ -123,6 +124,8 @@ class QueueReader:
         self.pos += 1
         if i == 0:
             q._trim()
+        if self.shed is not None:
+            return self.shed.thin(item)
         return item
 
     def oldest_ts(self) -> int | None:

@@ -1,8 +1,10 @@
-"""The system's own control table (``sys:0``, SPEC section 8): which scheduling policy runs, and global
-statistics. The policy's own knobs live in its control table, ``sched:0`` (``Engine.set_policy``).
+"""The system's own control table (``sys:0``, SPEC section 8): which scheduling policy runs, the global
+memory budget and load shedding (docs/approximation.md), and global statistics. The policy's own knobs live
+in its control table, ``sched:0`` (``Engine.set_policy``).
 
-A global memory budget and load shedding are not knobs yet: a knob that is accepted but does nothing would
-promise what the engine does not do (issue 14, overload, gives them their meaning)."""
+``memory_budget`` counts every queue, every synopsis and the rows operators hold (``Engine.memory_bytes``);
+when it (or the runtime's backlog limit) is passed, input is refused with 503 + Retry-After while
+``shedding`` is off, and accepted and shed by the load shedder while it is on."""
 
 from __future__ import annotations
 
@@ -15,6 +17,20 @@ class EngineSystem(SystemEntity):
     kind = "system"
     policy = Knob(str, default="chain", choices=POLICY_NAMES,
                   doc="the scheduling policy; switching it while queries run changes no result")
+    memory_budget = Knob(int | None, default=None, ge=0, unit="bytes",
+                         doc="global budget for queues, synopses and held rows; over it input is refused "
+                         "(503) or, with shedding on, shed (None: unbounded)")
+    shedding = Knob(bool, default=False, doc="under overload, drop input at random where it costs the least "
+                    "error (load shedder) instead of refusing it")
+    load_threshold = Knob(float, default=0.9, gt=0.0, le=10.0, doc="shedding starts when the measured load "
+                          "(CPU seconds of work per second of arrivals) passes this share of capacity")
+    load = Stat(float, compute="_load", unit="CPU s/s", doc="demand the load shedder measured at its last "
+                "step: CPU seconds per second the queries' operators would use unshed")
+    shed_queries = Stat(int, compute="_shed_queries", doc="queries the load shedder is shedding now")
+    memory_bytes = Stat(int, compute="_memory_bytes", unit="bytes",
+                        doc="bytes held by all queues, synopses and rows held inside operators")
+    backlog = Stat(int, compute="_backlog", unit="tuples",
+                   doc="tuples in all queues and held inside operators (not yet fully processed)")
     scheduler = Stat(str | None, compute="_scheduler", doc="id of the policy's control table (its knobs)")
     queries = Stat(int, compute="_queries", doc="registered queries")
     operators = Stat(int, compute="_operators", doc="operators in the shared plan")
@@ -28,6 +44,18 @@ class EngineSystem(SystemEntity):
 
     def __init__(self, engine) -> None:
         self._engine = engine
+
+    def _load(self) -> float:
+        return round(self._engine.shedder.load, 6)
+
+    def _shed_queries(self) -> int:
+        return len(self._engine.shedder.rates)
+
+    def _memory_bytes(self) -> int:
+        return self._engine.memory_bytes()
+
+    def _backlog(self) -> int:
+        return self._engine.backlog()
 
     def _queries(self) -> int:
         return len(self._engine.query_list)
@@ -52,6 +80,10 @@ class EngineSystem(SystemEntity):
 
     def _now(self) -> int | None:
         return self._engine.now()
+
+    def on_set_shedding(self, old: bool, new: bool) -> None:
+        if not new:
+            self._engine.shedder.shed({})        # every drop goes; results say so until their windows pass
 
     def on_set_policy(self, old: str, new: str) -> None:
         self._engine.set_policy(new)

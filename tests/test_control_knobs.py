@@ -172,13 +172,15 @@ def test_synopsis_bytes_match_tracemalloc_within_ten_percent():
 # ---------------------------------------------------------------- the system table and the policy's own table
 
 
-def test_the_system_table_offers_no_knob_that_does_nothing():
-    # memory_budget was never read and shedding dropped nothing: until overload handling gives them a
-    # meaning (issue 14) they are not knobs, so a write is refused instead of silently ignored
+def test_the_system_overload_knobs_refuse_bad_values_and_change_nothing():
+    # memory_budget and shedding act since issue 14 (tests/overload); a bad value is refused, value kept
     eng = Engine()
-    for knob, value in (("memory_budget", 1000), ("shedding", True)):
+    for knob, value in (("memory_budget", -1), ("memory_budget", "lots"), ("shedding", "yes"),
+                        ("load_threshold", 0), ("load_threshold", -0.5)):
+        before = eng.system.get(knob)
         with pytest.raises(ControlTableError):
             eng.set("sys:0", knob, value)
+        assert eng.system.get(knob) == before
     assert eng.system.get("scheduler") == "sched:0"
 
 

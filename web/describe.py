@@ -38,7 +38,8 @@ def describe_query(q: Query, rt: Runtime | None = None) -> dict[str, Any]:
     if rt is not None:
         d = q.definition
         out.update({"text": q.text, "view": bool(d.is_view), "publish_topic": d.publish_topic,
-                    "depends_on": sorted(d.depends_on or ()), "stats": rt.query_stats(q.id)})
+                    "depends_on": sorted(d.depends_on or ()), "stats": rt.query_stats(q.id),
+                    "weight": q.weight, "approximation": rt.query_approximation(q.id)})
     return out
 
 

@@ -121,7 +121,12 @@ _SCHEMAS: dict[str, Any] = {
         "stats": {"type": "object", "properties": {
             "results_out": {"type": "integer"}, "subscribers": {"type": "integer"},
             "retained": {"type": "integer"}, "retention": {"type": "integer"},
-            "missed_by_readers": {"type": "integer"}}}}},
+            "missed_by_readers": {"type": "integer"}}},
+        "weight": {"type": "number"},
+        "approximation": {"type": "object", "description": "exact now or not, since when (application time), "
+                          "and the approximation in effect (docs/approximation.md)", "properties": {
+                              "exact": {"type": "boolean"}, "since": {"type": ["integer", "null"]},
+                              "approx": {"type": ["object", "null"]}}}}},
     "CqlResult": {"type": "object", "description": "what one statement did: created (stream, relation, query, "
                                                    "view) with its description, dropped, or what SHOW, DESCRIBE "
                                                    "or EXPLAIN answered (docs/cql.md)",
@@ -226,11 +231,12 @@ def _paths() -> dict[str, Any]:
     p["/queries/{id}"] = {
         "get": _op("Describe a query with statistics", {"200": _json(_ref("Query"), "query"),
                                                         "404": _err("unknown")}, params=[_QID], tag="queries"),
-        "patch": _op("Set runtime knobs of a query (retention)", {"200": _json(_ref("Query"), "updated"),
+        "patch": _op("Set runtime knobs of a query (retention, weight)", {"200": _json(_ref("Query"), "updated"),
                                                                    "400": _err("bad value"), "404": _err("unknown")},
                      mutating=True, params=[_QID], tag="queries",
                      body={"required": True, "content": {"application/json": {"schema": {
-                         "type": "object", "properties": {"retention": {"type": "integer", "minimum": 0}}}}}}),
+                         "type": "object", "properties": {"retention": {"type": "integer", "minimum": 0},
+                                                          "weight": {"type": "number", "exclusiveMinimum": 0}}}}}}),
         "delete": _op("Drop a query", {"204": {"description": "dropped"}, "404": _err("unknown"),
                                        "409": _err("another query reads it")},
                       mutating=True, params=[_QID], tag="queries"),

@@ -371,6 +371,25 @@ def element_json(ts: int, sign: int, row: Mapping[str, Any], approx: Mapping | N
     return out
 
 
+def mark_approx(fmt: str, data: bytes, approx: Any) -> bytes:
+    """Encoded elements of an approximate result with their approximation added (SPEC section 6): a JSON
+    element (NDJSON, SSE) gets ``"approx": {...}`` after its row, an XML ``<element>`` the attributes
+    ``rel_error``, ``confidence`` and ``sampling_rate``. Exact results are never passed here, so their bytes
+    stay as they were. The encoders escape every newline and ``<`` inside values, so an element's end
+    (``}`` then a newline) and start (``<element ``) are found by plain search.
+
+    >>> from dsms.approx import Approx
+    >>> mark_approx("ndjson", b'{"ts":1,"sign":1,"row":{"a":1}}\\n', Approx(0.1, 0.9, 0.5))
+    b'{"ts":1,"sign":1,"row":{"a":1},"approx":{"rel_error":0.1,"confidence":0.9,"sampling_rate":0.5}}\\n'
+    """
+    d = approx.as_json()
+    if fmt == "xml":
+        attrs = " ".join(f'{k}="{v}"' for k, v in d.items())
+        return data.replace(b"<element ", f"<element {attrs} ".encode("ascii"))
+    from dsms.formats.json_codec import dumps
+    return data.replace(b"}\n", f',"approx":{dumps(d)}}}\n'.encode("ascii"))
+
+
 @dataclass
 class Encoder:
     """How one output format frames a result stream. Each method returns the bytes to write."""

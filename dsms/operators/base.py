@@ -17,6 +17,7 @@ from dsms.batch import Batch, Heartbeat, concat
 from dsms.queues import Queue, QueueReader
 
 NEG_INF = -(2**62)
+ROWS_PER_RUN = 1 << 16      # a run stops reading input once it has read this many rows (issue 14 item 0)
 
 
 class Operator(Entity):
@@ -74,8 +75,23 @@ class Operator(Entity):
         advances its frontier releases them. Default: nothing held."""
         return []
 
+    def held_rows(self) -> int:
+        """Rows held inside the operator until time passes them (for the backlog; read only)."""
+        return sum(r for _, r in self.held_stamps())
+
+    def work_rows(self) -> int:
+        """Rows the operator holds that only its own later runs will process (no input needed): 0 unless
+        it bounds its runs (``JoinOp``)."""
+        return 0
+
+    def held_bytes(self) -> int:
+        """Bytes of held rows that no synopsis of the operator counts (for the memory budget)."""
+        return 0
+
     def run(self, budget: int = 1 << 30) -> int:
-        """Consume up to ``budget`` queue items (batches or heartbeats). Returns how many were consumed."""
+        """Consume up to ``budget`` queue items (batches or heartbeats), and stop early once ``ROWS_PER_RUN``
+        rows were read, so that one run stays short whatever the batches hold. Returns how many were
+        consumed."""
         keep_stats = self.keep_stats
         t0 = perf_counter_ns() if keep_stats else 0
         rows_in = 0
@@ -86,7 +102,7 @@ class Operator(Entity):
         done = 0
         if k == 1:                          # the common case, without the round robin below
             r = readers[0]
-            while done < budget:
+            while done < budget and rows_in < ROWS_PER_RUN:
                 item = r.get()
                 if item is None:
                     break
@@ -101,7 +117,7 @@ class Operator(Entity):
                 elif item.ts > frontiers[0]:
                     frontiers[0] = item.ts
                     self.on_heartbeat(0)
-        while k > 1 and done < budget:
+        while k > 1 and done < budget and rows_in < ROWS_PER_RUN:
             progressed = False
             self._start = start = (self._start + 1) % k        # no input starves another
             for j in range(k):
@@ -237,6 +253,9 @@ class FinalInstantsOperator(Operator):
         self.held = [b.slice(cut, len(b))] if cut < len(b) else []
         if cut:
             self.process(b.slice(0, cut) if cut < len(b) else b)
+
+    def held_rows(self) -> int:
+        return sum(len(b) for b in self.held)
 
     def held_stamps(self) -> list[tuple[int, int]]:
         """(timestamp, rows) per instant of the rows held until their instant is final (read only)."""

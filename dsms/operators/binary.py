@@ -23,6 +23,12 @@ class BinaryOperator(Operator):
     def on_batch(self, i: int, batch: Batch) -> None:
         self.pending[i].append(batch)
 
+    def held_rows(self) -> int:
+        return sum(len(b) for pend in self.pending for b in pend)
+
+    def held_bytes(self) -> int:
+        return sum(b.nbytes for pend in self.pending for b in pend)
+
     def held_stamps(self) -> list[tuple[int, int]]:
         """(timestamp, rows) per instant of the deltas held until the other input passes them, each side's in
         time order (read only)."""

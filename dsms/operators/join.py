@@ -33,6 +33,17 @@ value by value. The window stays an operator entity: its ``range`` knob, its syn
 shared window store) and its statistics (counted over what it does in the join's runs) work as before. A
 later query that shares the window (possible only before any input arrives, like any stateful subplan) gets
 it back as an operator with its output queue (``unfuse_window``).
+
+**Bounded runs** (issue 14 item 0: the server stays responsive whatever the queries do). A release can pair
+every new row with every held row of the same key: a self-join over 20,000 rows of ten keys is 4 * 10^7 pairs.
+Before applying a release the join counts, per released row, the rows of the other side with its key (held
+rows and the other side's released rows: an upper bound on the pairs it takes part in), and when the total
+passes ``PAIR_BUDGET`` it applies only the longest prefix in time order (at least one row) that stays within
+it, puts the rest back, and stays ready. The output of a prefix has timestamps within the prefix's instants,
+so the chunks come out in time order; a prefix that cuts one instant in two is still a valid sequence of
+deltas (only the net change of an instant is observed), and the heartbeat forwarded stops at the first
+instant not fully applied. Results are exactly those of one release. One row's own pairs are never split,
+so a run emits at most ``max(PAIR_BUDGET, the largest key group held)`` pairs.
 """
 
 from __future__ import annotations
@@ -48,7 +59,10 @@ from dsms.operators.binary import BinaryOperator
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, row_codes
-from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
+from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand, locate
+
+PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
+RELEASE_ROWS = 1 << 13      # released rows weighed per run (the oldest; the rest waits for a later run)
 
 
 class JoinOp(BinaryOperator):
@@ -70,6 +84,7 @@ class JoinOp(BinaryOperator):
         self.key_ids: dict[tuple, int] = {}
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
+        self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
 
     # ---------------------------------------------------------------- windows fused into the join
 
@@ -107,7 +122,48 @@ class JoinOp(BinaryOperator):
         if window.frontier() > NEG_INF:
             out.put(Heartbeat(window.frontier()))
 
+    def ready(self) -> bool:
+        return self.more is not None or super().ready()
+
+    def pending_rows(self) -> int:
+        return super().pending_rows() + self.work_rows()
+
+    def held_rows(self) -> int:
+        """Rows held until the other input passes them or until a later run applies them (read only)."""
+        n = sum(len(b) for pend in self.pending for b in pend)
+        for w in self.windows:
+            if w is not None:
+                n += sum(len(b) for b in (*w.out_dels, *w.out_ins))
+        return n
+
+    def work_rows(self) -> int:
+        return self.held_rows() if self.more is not None else 0
+
+    def held_bytes(self) -> int:
+        n = super().held_bytes()
+        for w in self.windows:
+            if w is not None:
+                n += sum(b.nbytes for b in (*w.out_dels, *w.out_ins))
+        return n
+
+    def forward_heartbeat(self, f: int | None = None) -> None:
+        if f is None:
+            f = self.frontier()
+        if self.more is not None and self.more < f:
+            f = self.more                 # deltas at ``more`` are still to be applied
+        super().forward_heartbeat(f)
+
     def run(self, budget: int = 1 << 30) -> int:
+        if self.more is not None and not super().ready():
+            # no new input: go on with the release put back by the previous run
+            t0 = perf_counter_ns() if self.keep_stats else 0
+            out_before = self.output.tuples_in
+            f = self.frontier()
+            self.on_frontier(f)
+            self.forward_heartbeat(f)
+            if self.keep_stats:
+                self._account(0, self.output.tuples_in - out_before, perf_counter_ns() - t0)
+            return 0
         done = super().run(budget)
         for w in self.windows:
             if w is not None and w.fused_items:
@@ -164,8 +220,102 @@ class JoinOp(BinaryOperator):
             dels, ins = _joined(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
             if dels is not None or ins is not None:
                 parts[side] = (dels, ins)
+        self.more = None
         if parts:
+            parts = self._bounded(parts)
             self.process(parts)
+
+    # ---------------------------------------------------------------- bounded runs
+
+    def _matches(self, side: int, codes: np.ndarray) -> np.ndarray:
+        """Per probe code, how many rows ``side``'s index holds with that key (entries of rows that left and
+        are not tidied away yet count too: an upper bound)."""
+        index = self.sides[side]
+        if index.table is not None:
+            return locate(index.table.codes, codes)[1]
+        cnt = np.zeros(len(codes), dtype=np.int64)
+        if index.log is not None:
+            for r in index.runs:
+                if len(r):
+                    cnt += r.locate(codes)[1]
+        return cnt
+
+    def _bounded(self, parts: dict) -> dict:
+        """The release cut to its longest prefix in time order whose pairs stay within ``PAIR_BUDGET`` (at
+        least one row); the rest goes back where it came from and ``more`` says where it starts."""
+        comps: list[tuple[int, int, Batch]] = []          # (side, 0 deletes / 1 inserts or signed rows, batch)
+        for side, p in parts.items():
+            if type(p) is tuple:
+                comps += [(side, k, b) for k, b in enumerate(p) if b is not None and len(b)]
+            else:
+                comps.append((side, 1, p))
+        n_rel = [sum(len(b) for s, _, b in comps if s == side) for side in (0, 1)]
+        held = [len(self.sides[0]), len(self.sides[1])]
+        if n_rel[0] * (held[1] + n_rel[1]) + n_rel[1] * (held[0] + n_rel[0]) <= PAIR_BUDGET:
+            return parts                                   # cannot pass the budget: the usual release
+        ts = np.concatenate([b.ts for _, _, b in comps])
+        comp = np.concatenate([np.full(len(b), k) for k, (_, _, b) in enumerate(comps)])
+        row = np.concatenate([np.arange(len(b)) for _, _, b in comps])
+        order = np.lexsort((row, comp, ts))               # the release in time order, left first at a tie
+        cut = False
+        if len(order) > RELEASE_ROWS:                     # weigh only the oldest rows: the rest waits anyway
+            order, cut = order[:RELEASE_ROWS], True
+        head = np.bincount(comp[order], minlength=len(comps))   # a prefix of each part
+        sub = [(s, kind, b.slice(0, n)) for (s, kind, b), n in zip(comps, head.tolist())]
+        base = np.concatenate([[0], np.cumsum([len(b) for _, _, b in comps])[:-1]])
+        pos = np.concatenate([base[k] + np.arange(n) for k, n in enumerate(head.tolist())])
+        rank = np.empty(len(ts), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        m_order = rank[pos].argsort(kind="stable")       # rows of ``sub`` (concatenated) in time order
+        side_of = np.array([s for s, _, _ in comps])[comp[pos]][m_order]
+        codes = [self._codes(s, b) for s, _, b in sub]
+        code = np.concatenate(codes)[m_order]
+        # pairs with held rows, and pairs of released rows counted at the later of the two (exact)
+        held_m = np.concatenate([self._matches(1 - s, c) for (s, _, _), c in zip(sub, codes)])[m_order]
+        by_code = np.lexsort((np.arange(len(code)), code))
+        c_sorted, right = code[by_code], side_of[by_code].astype(np.int64)
+        new_group = np.concatenate([[True], c_sorted[1:] != c_sorted[:-1]])
+        starts = np.flatnonzero(new_group)
+        group = np.cumsum(new_group) - 1
+        seen_r = np.cumsum(right) - right
+        seen_l = np.cumsum(1 - right) - (1 - right)
+        seen_r -= seen_r[starts][group]
+        seen_l -= seen_l[starts][group]
+        cross = np.empty(len(code), dtype=np.int64)
+        cross[by_code] = np.where(right == 1, seen_l, seen_r)
+        csum = (held_m + cross).cumsum()
+        if not cut and int(csum[-1]) <= PAIR_BUDGET:
+            return parts
+        k = max(1, int(csum.searchsorted(PAIR_BUDGET, side="right")))
+        chosen = comp[pos][m_order[:k]]
+        taken = np.bincount(chosen, minlength=len(comps))
+        rest_ts = [int(b.ts[n]) for (_, _, b), n in zip(comps, taken.tolist()) if n < len(b)]
+        self.more = min(rest_ts) if rest_ts else None
+        out: dict = {}
+        for (side, kind, b), n in zip(comps, taken.tolist()):
+            head_b, rest = b.slice(0, n), b.slice(n, len(b))
+            w = self.windows[side]
+            if len(rest):
+                if w is None:
+                    self.pending[side].insert(0, rest)
+                else:
+                    (w.out_dels if kind == 0 else w.out_ins).insert(0, rest)
+            if w is None:
+                out[side] = head_b
+            else:
+                dels, ins = out.get(side, (None, None))
+                out[side] = (head_b, ins) if kind == 0 else (dels, head_b)
+        for side in list(out):
+            p = out[side]
+            if type(p) is tuple:
+                dels, ins = (x if x is not None and len(x) else None for x in p)
+                if dels is None and ins is None:
+                    del out[side]
+                else:
+                    out[side] = (dels, ins)
+            elif not len(p):
+                del out[side]
+        return out
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
         """An int64 per row, equal for equal join keys across both sides."""

@@ -64,6 +64,9 @@ class NettingOperator(Operator):
     def _held_bytes(self) -> int:
         return sum(b.nbytes for b in self.buffer) + deep_bytes(self.state)
 
+    def held_rows(self) -> int:
+        return sum(len(b) for b in self.buffer)
+
     def held_stamps(self) -> list[tuple[int, int]]:
         """(timestamp, rows) per instant of the deltas buffered until their instant is final (read only); a
         pending tick of the second input (RSTREAM's instants to report) counts as an instant without rows."""

@@ -75,6 +75,34 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
         self.extremes = {j: IntExtremes(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
+        self._moments: dict[int, list[float]] = {}  # per SUM/AVG argument: decayed n, sum, sum of squares
+
+    def on_batch(self, i: int, batch: Batch) -> None:
+        super().on_batch(i, batch)
+        if self.sum_cols:                          # the moments the load shedder's error bound reads
+            ins = batch.sign > 0
+            for a in self.sum_cols:
+                x = batch.cols[a][ins].astype(np.float64, copy=False)
+                x = x[np.isfinite(x)]
+                if len(x):
+                    m = self._moments.setdefault(a, [0.0, 0.0, 0.0])
+                    m[0] = 0.9 * m[0] + len(x)
+                    m[1] = 0.9 * m[1] + float(x.sum())
+                    m[2] = 0.9 * m[2] + float((x * x).sum())
+
+    def error_profile(self) -> tuple[int, float, tuple[str, ...]]:
+        """(rows of the smallest live group, the squared coefficient of variation of the SUM/AVG arguments
+        seen lately (largest over columns), the aggregate functions): what the load shedder's error bound
+        for this aggregate is computed from (docs/approximation.md)."""
+        live = self.count[:self.n]
+        live = live[live > 0]
+        n_min = int(live.min()) if len(live) else 0
+        k2 = 0.0
+        for n, s1, s2 in getattr(self, "_moments", {}).values():
+            if n > 0 and s1 != 0.0:
+                mean = s1 / n
+                k2 = max(k2, max(0.0, s2 / n - mean * mean) / (mean * mean))
+        return n_min, k2, tuple(f for f, _, _ in self.aggs)
 
     def _state_bytes(self) -> int:
         return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dsms.runtime.runtime import Runtime
 
 log = logging.getLogger("dsms.runtime")
+MEMORY_EVERY = 0.1         # seconds a memory figure is reused for admission
 
 
 class GroupCommit:
@@ -95,22 +96,53 @@ class InputPath:
         self.rates: dict[str, float] = {}
         self._rate_prev: dict[str, int] = {}
         self._rate_time = time.monotonic()
+        self._memory = 0
+        self._memory_at = -MEMORY_EVERY
 
     # ------------------------------------------------------------ limits and statistics
 
     def backlog(self) -> int:
-        """Input tuples pushed but not yet consumed by every operator reading them."""
-        return sum(self.rt.engine.input_backlog().values())
+        """Tuples not yet fully processed: in every queue (input and between operators) and held inside
+        operators (``Engine.backlog``)."""
+        return self.rt.engine.backlog()
 
-    def check_backlog(self, key: str) -> None:
-        if self.rt.recovering:
-            return
+    def memory(self) -> int:
+        """``Engine.memory_bytes``, recomputed at most every ``MEMORY_EVERY`` seconds (counting string
+        columns walks their objects; one request need not pay that, and the figure moves slowly)."""
+        now = time.monotonic()
+        if now - self._memory_at >= MEMORY_EVERY:
+            self._memory = self.rt.engine.memory_bytes()
+            self._memory_at = now
+        return self._memory
+
+    def overloaded(self) -> str | None:
+        """Why the engine is over its limits (the backlog limit, the system's ``memory_budget``), or None."""
         b = self.backlog()
         if b > self.backlog_limit:
-            self.counters[key]["refused"] += 1
-            self.rt.errors["overloaded"] += 1
-            raise Overloaded(f"input backlog is {b} tuples, over the limit of {self.backlog_limit} "
-                             "(limits.ingest_backlog); retry later", retry_after=1)
+            return f"backlog is {b} tuples, over the limit of {self.backlog_limit} (limits.ingest_backlog)"
+        budget = self.rt.engine.system.memory_budget
+        if budget is not None:
+            m = self.memory()
+            if m > budget:
+                return f"memory held is {m} bytes, over the system's memory_budget of {budget}"
+        return None
+
+    def check_backlog(self, key: str) -> None:
+        """503 + Retry-After when over the limits and shedding is off; with shedding on the input is
+        accepted and the load shedder drops what the engine cannot keep up with (docs/approximation.md),
+        unless no query can be shed (none has an error bound): then it is refused as well."""
+        if self.rt.recovering:
+            return
+        why = self.overloaded()
+        if why is None:
+            return
+        if self.rt.engine.system.shedding and self.rt.engine.shedder.can_shed():
+            self.rt.engine.overloaded(why)
+            return
+        self.counters[key]["refused"] += 1
+        self.rt.errors["overloaded"] += 1
+        raise Overloaded(f"input refused: {why}; retry later (or turn the system's shedding on)",
+                         retry_after=1)
 
     def update_rates(self) -> None:
         """Elements per second per input, smoothed (called once a second)."""

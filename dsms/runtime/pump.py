@@ -46,7 +46,7 @@ class EnginePump:
         """One engine time slice, then fan-out of what it produced. Returns operator runs done (0: the engine
         is idle); ``k`` adapts so a slice takes about ``results.slice_ms``."""
         t0 = time.perf_counter()
-        steps = self.engine.run(max_steps=self.steps)
+        steps = self.engine.run(max_steps=self.steps, deadline=t0 + self.slice_target)
         dt = time.perf_counter() - t0
         if steps:
             self.step_cost = 0.8 * self.step_cost + 0.2 * (dt / steps)

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from dsms.batch import Batch, Element, Heartbeat
+from dsms.approx import Approx
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat
 from dsms.engine import Query
-from dsms.formats import iso_text
+from dsms.formats import iso_text, mark_approx
 
 
 class ResultChunk:
@@ -28,10 +29,10 @@ class ResultChunk:
     ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
     lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
 
-    __slots__ = ("names", "ts", "sign", "cols", "_enc", "seq", "snapshot")
+    __slots__ = ("names", "ts", "sign", "cols", "_enc", "seq", "snapshot", "approx")
 
     def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any], seq: int | None = None,
-                 snapshot: bool = False) -> None:
+                 snapshot: bool = False, approx: Approx | None = None) -> None:
         self.names = names
         self.ts = ts
         self.sign = sign
@@ -41,10 +42,11 @@ class ResultChunk:
         # for a snapshot (a relation's contents, ``snapshot``), the id of the last element it includes
         self.seq = seq
         self.snapshot = snapshot
+        self.approx = approx              # produced while the query was approximate (None: exact)
 
     @classmethod
-    def from_batch(cls, names: list[str], b: Batch) -> ResultChunk:
-        return cls(names, b.ts, b.sign, list(b.cols))
+    def from_batch(cls, names: list[str], b: Batch, approx: Approx | None = None) -> ResultChunk:
+        return cls(names, b.ts, b.sign, list(b.cols), approx=approx)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -69,7 +71,8 @@ class ResultChunk:
     def cut(self, i: int) -> ResultChunk:
         """The elements from position ``i`` on (numpy slices are views: no element is copied)."""
         seq = self.seq + i if self.seq is not None and not self.snapshot else self.seq
-        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], seq, self.snapshot)
+        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], seq, self.snapshot,
+                           self.approx)
 
     def encode(self, encoder: Any, iso: bool = False) -> bytes:
         """The elements in ``encoder``'s format; with ``iso``, timestamps as ISO 8601 text (``?ts=iso``)."""
@@ -78,6 +81,8 @@ class ResultChunk:
         if data is None:
             ts = [iso_text(t) for t in _plain(self.ts)] if iso else self.ts
             data = encoder.elements(self.names, ts, self.sign, self.cols)
+            if self.approx is not None:
+                data = mark_approx(encoder.name, data, self.approx)
             if encoder.frame is not None:
                 data = encoder.frame(data, self.seq, self.snapshot)
             self._enc[key] = data
@@ -85,6 +90,9 @@ class ResultChunk:
 
     def elements(self) -> list[Element]:
         ts, sign, cols = _plain(self.ts), _plain(self.sign), [_plain(c) for c in self.cols]
+        if self.approx is not None:
+            return [ApproxElement(t, s, dict(zip(self.names, vals)), self.approx)
+                    for t, s, *vals in zip(ts, sign, *cols)]
         return [Element(t, s, dict(zip(self.names, vals))) for t, s, *vals in zip(ts, sign, *cols)]
 
 
@@ -225,9 +233,10 @@ class QueryResults:
             self.ring[0] = self.ring[0].cut(cut)
             self.ring_elements -= cut
 
-    def fan_out(self, b: Batch, deliver: bool = True) -> None:
-        """One result batch: counted, retained, offered to every reader (each gap counted as missed)."""
-        chunk = ResultChunk.from_batch(self.names, b)
+    def fan_out(self, b: Batch, deliver: bool = True, approx: Approx | None = None) -> None:
+        """One result batch: counted, retained, offered to every reader (each gap counted as missed);
+        ``approx`` when the query was approximate as it was produced."""
+        chunk = ResultChunk.from_batch(self.names, b, approx)
         chunk.seq = self.results_out + 1
         self.results_out += len(chunk)
         self.batches_out += 1
@@ -246,6 +255,12 @@ class QueryResults:
             sub.close(reason)
         if self.publisher_task is not None:
             self.publisher_task.cancel()
+
+    def approximation(self) -> dict[str, Any]:
+        """Whether the query's results are exact now, and since when (application time; None: since it was
+        registered), with the approximation in effect when they are not."""
+        a = self.query.approx
+        return {"exact": a is None, "since": self.query.approx_since, "approx": None if a is None else a.as_json()}
 
     def stats(self) -> dict[str, Any]:
         return {"results_out": self.results_out, "subscribers": len(self.subscribers),
@@ -323,13 +338,16 @@ def collect(states: Iterable[QueryResults], deliver: bool = True) -> None:
     readers as a mark that results below it are final."""
     for st in list(states):
         hb: int | None = None
+        approx = st.query.approximation()
         while True:
             item = st.query.reader.get()
             if item is None:
                 break
             if isinstance(item, Batch):
                 if len(item):
-                    st.fan_out(item, deliver)
+                    if approx is not None and (p := st.query.engine.shedder.scale_rate(st.query.id)) < 1.0:
+                        item = st.query.engine.shedder.scale(st.query, item, p)
+                    st.fan_out(item, deliver, approx)
             elif isinstance(item, Heartbeat):
                 hb = item.ts
         if hb is not None and (st.last_heartbeat is None or hb > st.last_heartbeat):

@@ -42,6 +42,7 @@ from dsms.runtime.recovery import recover
 from dsms.runtime.results import QueryResults, Subscriber, collect
 
 log = logging.getLogger("dsms.runtime")
+SHED_EVERY = 0.2       # seconds between two decisions of the load shedder
 
 
 class Runtime:
@@ -100,7 +101,8 @@ class Runtime:
                                         self._sync_failed)
         self._tasks = [loop.create_task(self.pump.run(), name="dsms-pump"),
                        loop.create_task(self.group_commit.run(), name="dsms-group-commit"),
-                       loop.create_task(self._ticker(), name="dsms-ticker")]
+                       loop.create_task(self._ticker(), name="dsms-ticker"),
+                       loop.create_task(self._shed_loop(), name="dsms-load-shedder")]
         for s in self.engine.streams():
             if s.source is not None:
                 self.mqtt.start_source(s)
@@ -154,6 +156,24 @@ class Runtime:
                 except Exception as e:  # noqa: BLE001
                     log.warning("archive retention failed: %s", e)
 
+    async def _shed_loop(self) -> None:
+        """While the system's ``shedding`` knob is on, the load shedder measures and decides every
+        ``SHED_EVERY`` seconds (docs/approximation.md)."""
+        while True:
+            await asyncio.sleep(SHED_EVERY)
+            if self.engine.system.shedding:
+                try:
+                    self.engine.shedder.step()
+                except Exception:  # noqa: BLE001 - shedding must not take the server down; say so loudly
+                    self.errors["shedder"] += 1
+                    log.exception("load shedder step failed")
+
+    def set_query_weight(self, qid: str, w: Any) -> None:
+        """Knob ``weight`` of one query (the load shedder's weighting of its error), logged."""
+        q = self.query(qid)
+        self.engine.set_query_weight(q.id, w)
+        self._log({"op": "weight", "query": q.id, "value": w})
+
     # ------------------------------------------------------------ the catalog log
 
     def _log(self, entry: dict[str, Any]) -> None:
@@ -171,6 +191,9 @@ class Runtime:
             self._entity_obj(entry["entity"]).set_many(dict(entry["values"]))
         elif op == "system":
             self.engine.system.set_many(dict(entry["values"]))
+        elif op == "weight":
+            if entry["query"] in self.engine.query_list:
+                self.engine.set_query_weight(entry["query"], entry["value"])
         elif op == "retention":
             st = self.states.get(entry["query"])
             if st is not None:
@@ -473,7 +496,9 @@ class Runtime:
         return {**self.engine.system.get(), "runtime": self.runtime_stats()}
 
     def set_system(self, values: Mapping[str, Any]) -> dict:
-        self.pump.quiesce()
+        """Write system knobs. No knob of ``sys:0`` changes a result (the policy never does; the memory
+        budget, shedding and the load threshold act on input still to be read), so the engine is not run to
+        idle first: turning shedding on while a long backlog is worked off must not freeze the server."""
         self.engine.system.set_many(dict(values))
         self._log({"op": "system", "values": dict(values)})
         return self.system()
@@ -507,6 +532,15 @@ class Runtime:
         readers, last result and heartbeat timestamps; {} for an unknown id."""
         st = self.states.get(qid)
         return {} if st is None else st.stats()
+
+    def query_approximation(self, qid: str) -> dict[str, Any]:
+        """Whether a query's results are exact now and since when (application time), and the
+        approximation in effect (docs/approximation.md); {} for an unknown id."""
+        st = self.states.get(qid)
+        if st is None:
+            return {}
+        st.query.approximation()
+        return st.approximation()
 
     def count_error(self, kind: str) -> None:
         """Count one error of ``kind`` (``http_404``, ...) in ``runtime.errors`` and the metrics."""

@@ -391,7 +391,8 @@ def test_plan_entities_and_system(server: Server, uniq: str) -> None:
     assert server.request("PATCH", "/system", json_body={"policy": "nope"}).status == 400
     if policy is not None:
         assert server.request("PATCH", "/system", json_body={"policy": policy}).status == 200
-    assert server.request("PATCH", "/system", json_body={"shedding": True}).status in (400, 404)
+    assert server.request("PATCH", "/system", json_body={"shedding": "often"}).status == 400
+    assert server.request("PATCH", "/system", json_body={"memory_budget": -5}).status == 400
     r = server.request("PATCH", "/system", json_body={"policy": "chain_flush"})
     assert r.status == 200 and r.json()["scheduler"] == "sched:0"
     r = server.request("PATCH", "/entities/sched:0", json_body={"latency_bound": 40.0, "headroom": 0.2})

@@ -38,14 +38,18 @@ async def get_query(request: web.Request) -> web.Response:
 
 
 async def patch_query(request: web.Request) -> web.Response:
-    """Runtime knobs of a query: ``{"retention": N}`` (result elements kept for ``?from=``)."""
+    """Runtime knobs of a query: ``{"retention": N}`` (result elements kept for ``?from=``), ``{"weight": w}``
+    (the load shedder's weight of its error, docs/approximation.md)."""
     rt = runtime(request)
     q = rt.query(request.match_info["id"])
     doc = await read_json_object(request)
-    extra = set(doc) - {"retention"}
+    extra = set(doc) - {"retention", "weight"}
     if extra or not doc:
-        raise InputError("writable query attributes: retention")
-    rt.set_query_retention(q.id, doc["retention"])
+        raise InputError("writable query attributes: retention, weight")
+    if "weight" in doc:
+        rt.set_query_weight(q.id, doc["weight"])
+    if "retention" in doc:
+        rt.set_query_retention(q.id, doc["retention"])
     return web.json_response(describe_query(q, rt))
 
 

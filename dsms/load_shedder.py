@@ -1,0 +1,381 @@
+"""The load shedder: when the work arriving exceeds what the engine can do, random drops placed in the shared
+plan at rates that minimise the largest weighted relative error over the registered aggregate queries; when
+the load falls, they go (SPEC section 1; issue 14 item 1; docs/approximation.md).
+
+Source: Babcock, Datar, Motwani, "Load Shedding for Aggregation Queries over Data Streams", ICDE 2004 (as
+STREAM P2 section 5 and digest-004 R-APX-06 describe it): each query i has an effective sampling rate P_i (the
+product of the drop rates on its path) and a relative error eps_i(P_i) that falls as P_i grows; the optimum
+of ``min max_i w_i eps_i`` subject to the load ``sum_i c_i P_i <= capacity`` gives every shed query the same
+weighted error lambda, so P_i = eps_i^-1(lambda / w_i), and lambda is the smallest value whose rates fit the
+capacity (found by bisection: the load falls as lambda grows). Drops go as early as possible: on the edge
+from an input into the query's first operator; where that operator is shared, the shared edge gets the
+largest rate its queries need and each query that needs less gets a second drop on the edge into its first
+operator of its own, so a query that needs no shedding is never thinned by a neighbour's drop (P-11).
+
+The error of query i at rate P (one value per group; each result value is within it with probability
+``CONFIDENCE``, by the normal approximation of the Horvitz-Thompson estimator of a Bernoulli sample):
+COUNT scaled by 1/P has relative standard deviation sqrt((1 - P) / (P N)), SUM scaled by 1/P
+sqrt((1 - P)(1 + k^2) / (P N)), AVG (not scaled: the ratio of the sample's sum and count) about
+sqrt((1 - P) k^2 / (P N)), where N is the smallest group's size and k the coefficient of variation of the
+aggregated values, both measured by the aggregate (``VectorAggregateOp.error_profile``). MIN, MAX and the
+other aggregates have no such bound: their queries are never shed; nor are queries over more than one input
+edge (a join of two sampled inputs keeps p^2 of its pairs, and not independently, pitfall P-9).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dsms.approx import Approx
+from dsms.batch import Batch
+from dsms.operators.shed import Shedder
+from dsms.plan import logical as L
+
+if TYPE_CHECKING:
+    from dsms.engine import Engine
+
+CONFIDENCE = 0.95
+Z = 1.959963984540054          # two-sided normal quantile of CONFIDENCE
+SCALED = ("COUNT", "SUM")      # scaled by 1/P; AVG is a ratio and is not
+BOUNDED = ("COUNT", "SUM", "AVG")
+
+
+def error_bound(p: float, n_min: int, k2: float, funcs: tuple[str, ...]) -> float:
+    """Relative error bound (at ``CONFIDENCE``) of a query's aggregates computed from a Bernoulli sample at
+    rate ``p``, scaled as the module docstring says; inf when it has none.
+
+    >>> round(error_bound(0.5, 400, 0.0, ("COUNT",)), 4)
+    0.098
+    >>> error_bound(1.0, 1, 9.0, ("SUM",))
+    0.0
+    """
+    if p >= 1.0:
+        return 0.0
+    if p <= 0.0 or n_min <= 0 or any(f not in BOUNDED for f in funcs):
+        return math.inf
+    v = 0.0
+    for f in funcs:
+        v = max(v, 1.0 if f == "COUNT" else (1.0 + k2) if f == "SUM" else k2)
+    return Z * math.sqrt((1.0 - p) * v / (p * n_min))
+
+
+def rate_for(err: float, n_min: int, k2: float, funcs: tuple[str, ...]) -> float:
+    """The smallest rate whose error bound is at most ``err`` (the inverse of ``error_bound``)."""
+    if err <= 0.0 or n_min <= 0 or any(f not in BOUNDED for f in funcs):
+        return 1.0
+    v = max(1.0 if f == "COUNT" else (1.0 + k2) if f == "SUM" else k2 for f in funcs)
+    if v <= 0.0:
+        return 1e-6
+    t = (err / Z) ** 2 * n_min / v           # (1 - p) / p = t
+    return min(1.0, max(1e-6, 1.0 / (1.0 + t)))
+
+
+def solve_rates(costs: dict[str, float], profiles: dict[str, tuple[int, float, tuple[str, ...]]],
+                weights: dict[str, float], capacity: float) -> tuple[dict[str, float], float]:
+    """BDM04's rates: per query, the rate that gives every shed query the same weighted error lambda, with
+    the smallest lambda whose load ``sum(costs[q] * rate[q])`` fits ``capacity``. Queries without a bound
+    (``profiles`` missing or not COUNT/SUM/AVG) keep rate 1 and their cost is taken off the capacity first.
+    Returns (rates, lambda); lambda is 0 when nothing need be shed.
+
+    >>> r, lam = solve_rates({"a": 1.0, "b": 1.0}, {"a": (100, 0.0, ("COUNT",)), "b": (400, 0.0, ("COUNT",))},
+    ...                      {"a": 1.0, "b": 1.0}, 1.5)
+    >>> r["a"] > r["b"] and abs(r["a"] + r["b"] - 1.5) < 1e-6
+    True
+    """
+    shed = {q for q in costs if q in profiles and all(f in BOUNDED for f in profiles[q][2]) and profiles[q][0] > 0}
+    fixed = sum(c for q, c in costs.items() if q not in shed)
+    room = capacity - fixed
+    if sum(costs[q] for q in shed) <= room or not shed:
+        return {q: 1.0 for q in costs}, 0.0
+
+    def rates(lam: float) -> dict[str, float]:
+        return {q: rate_for(lam / weights.get(q, 1.0), *profiles[q]) for q in shed}
+
+    lo, hi = 0.0, 1.0
+    while sum(costs[q] * p for q, p in rates(hi).items()) > room and hi < 1e6:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(costs[q] * p for q, p in rates(mid).items()) > room:
+            lo = mid
+        else:
+            hi = mid
+    out = {q: 1.0 for q in costs}
+    out.update(rates(hi))
+    return out, hi
+
+
+class LoadShedder:
+    """Measures load, decides rates, places and removes the ``Shedder`` entities (``shed:N``), and says which
+    queries it makes approximate. ``step()`` is called by the server a few times a second while the
+    system's ``shedding`` knob is on; ``shed(rates)`` places given rates (tests, benchmarks)."""
+
+    LINGER = True
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.forced: str | None = None
+        self.squeeze = 1.0                      # capacity factor while the server is over its limits
+        self.rates: dict[str, float] = {}       # query id -> effective rate in effect (< 1 only)
+        self.placed: dict[tuple[int, int], Shedder] = {}
+        self.lingering: dict[str, tuple[float, float, Approx]] = {}   # qid -> (until app time, rate, approx)
+        self.load = 0.0                         # measured demand, CPU seconds per second at full rate
+        self._last: tuple[float, dict, dict] | None = None
+
+    # ------------------------------------------------------------------ what the queries are
+
+    def _agg(self, qid: str) -> Any:
+        for op in self.engine.ops:
+            if qid in op.owners and hasattr(op, "error_profile"):
+                return op
+        return None
+
+    def profile(self, qid: str) -> tuple[int, float, tuple[str, ...]] | None:
+        """(smallest group, squared coefficient of variation, functions) of the query's aggregate, or None
+        when it has none that the shedder can bound."""
+        agg = self._agg(qid)
+        if agg is None or len(self._source_edges(qid)) != 1:
+            return None                       # BDM04's setting: an aggregate over one input (see shed)
+        n_min, k2, funcs = agg.error_profile()          # measured on what reached it: the sample
+        if any(f not in BOUNDED for f in funcs):
+            return None                       # MIN, MAX (vectorised for INT too) have no error bound
+        return int(n_min / max(self.effective(qid), 1e-6)), k2, funcs
+
+    def bound(self, qid: str, p: float) -> float:
+        prof = self.profile(qid)
+        return math.inf if prof is None else error_bound(p, *prof)
+
+    def horizon(self, qid: str) -> float:
+        """How long (ticks) sampled rows stay in the query's state: its largest RANGE (inf with any other
+        window, whose contents do not leave by time)."""
+        h = 0.0
+        for op in self.engine.ops:
+            if qid in op.owners:
+                if op.kind == "range_window":
+                    h = max(h, float(op.range))
+                elif op.kind in ("row_window", "partition_window"):
+                    return math.inf
+        return h if h > 0 else math.inf
+
+    # ------------------------------------------------------------------ placing drops
+
+    def _source_edges(self, qid: str) -> list[tuple[Any, int]]:
+        srcq = {id(s.queue) for s in self.engine.sources.values()}
+        return [(op, j) for op in self.engine.ops if qid in op.owners and op.fused is None
+                for j, q in enumerate(op.input_queues[:len(op.readers)]) if id(q) in srcq]
+
+    def _own_edge(self, op: Any, qid: str) -> tuple[Any, int] | None:
+        """The edge into the first operator below ``op`` (on the query's path) that only ``qid`` uses."""
+        todo, seen = [op], set()
+        while todo:
+            cur = todo.pop(0)
+            for c in self.engine.ops:
+                if qid in c.owners and id(c) not in seen and c.fused is None:
+                    for j, q in enumerate(c.input_queues[:len(c.readers)]):
+                        if q is cur.output:
+                            if c.owners == {qid}:
+                                return c, j
+                            seen.add(id(c))
+                            todo.append(c)
+        return None
+
+    def shed(self, rates: dict[str, float]) -> None:
+        """Place drops so that each query's effective rate is ``rates[qid]`` (missing: 1), replacing what
+        was placed; rates of 1 everywhere remove every drop (and start the lingering approximations)."""
+        want: dict[tuple[int, int], tuple[Any, int, float, set[str]]] = {}
+        for qid in self.engine.query_list:
+            p = rates.get(qid, 1.0)
+            edges = self._source_edges(qid)
+            if len(edges) != 1:
+                # a join of two shed inputs keeps p^2 of its pairs, not independently (P-9), and a union
+                # needs every input shed alike: only queries over one input edge are shed
+                p = 1.0
+            for op, j in edges:
+                key = (id(op), j)
+                if op.owners == {qid}:
+                    want[key] = (op, j, p, {qid})
+                    continue
+                top = max(rates.get(o, 1.0) for o in op.owners)
+                want[key] = (op, j, top, set(op.owners))
+                if p < top:
+                    own = self._own_edge(op, qid)
+                    if own is not None:
+                        want[(id(own[0]), own[1])] = (own[0], own[1], p / top, {qid})
+        now = self.engine.now()
+        for qid, p in self.rates.items():         # queries no longer shed keep their approximation a while
+            if rates.get(qid, 1.0) >= 1.0 and p < 1.0:
+                h = self.horizon(qid)
+                a = Approx(min(self.bound(qid, p), 1e9), CONFIDENCE, p)
+                self.lingering[qid] = ((now or 0) + h, p, a)
+        for key in list(self.placed):
+            if key not in want or want[key][2] >= 1.0:
+                self._remove(key)
+        for key, (op, j, p, qs) in want.items():
+            if p >= 1.0:
+                continue
+            s = self.placed.get(key)
+            if s is None:
+                s = Shedder(op.readers[j], f"{op.input_queues[j].id} -> {op.id}", self.engine.next_seed(), p)
+                self.engine.registry.add(s)
+                op.readers[j].shed = s
+                self.placed[key] = s
+            elif s.auto:
+                s.set_rate(p)
+            s.queries = sorted(qs)
+        self.rates = {q: p for q, p in rates.items() if p < 1.0 and len(self._source_edges(q)) == 1}
+        for q in self.rates:
+            self.lingering.pop(q, None)
+        for s in self.placed.values():
+            errs = [self.bound(q, self.effective(q)) for q in s.queries]
+            s.rel_error = float(min(max(errs, default=0.0), 1e9))
+
+    def _remove(self, key: tuple[int, int]) -> None:
+        s = self.placed.pop(key)
+        if s.reader.shed is s:
+            s.reader.shed = None
+        if s.id is not None and s.id in self.engine.registry:
+            self.engine.registry.remove(s.id)
+
+    def effective(self, qid: str) -> float:
+        """The product of the drop rates on the query's path (1 when none)."""
+        p = 1.0
+        for s in self.placed.values():
+            if qid in s.queries:
+                p *= s.sampling_rate
+        return p
+
+    def plan_changed(self) -> None:
+        """A query came or went: drops on edges that are gone are taken away."""
+        live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
+        for key in [k for k in self.placed if k not in live]:
+            self._remove(key)
+
+    # ------------------------------------------------------------------ what results say
+
+    def approximations(self, query_id: str) -> list[Approx]:
+        """The approximation the drops upstream of the query give its results now (empty: none)."""
+        if not self.placed and not self.lingering:
+            return []
+        p = self.effective(query_id)
+        if p < 1.0:
+            return [Approx(min(self.bound(query_id, p), 1e9), CONFIDENCE, p)]
+        lin = self.lingering.get(query_id)
+        if lin is not None:
+            now = self.engine.now()
+            if now is not None and now > lin[0]:
+                del self.lingering[query_id]
+                return []
+            return [lin[2]]
+        return []
+
+    def scale_rate(self, query_id: str) -> float:
+        """The rate the query's COUNT and SUM results are to be scaled by (1/rate): its drops' rate, or while
+        its approximation lingers the rate its state was sampled at; 1 when it was not shed. Only the load
+        shedder's own drops count here: another approximate entity (a sample synopsis) scales what it
+        samples itself."""
+        p = self.effective(query_id)
+        if p < 1.0:
+            return p
+        lin = self.lingering.get(query_id)
+        return lin[1] if lin is not None else 1.0
+
+    def scale(self, query: Any, batch: Batch, p: float) -> Batch:
+        """The query's result batch with its COUNT and SUM columns scaled by 1/p (AVG is not: a ratio of two
+        scaled sums is the unscaled ratio). Other columns are left as they are."""
+        cols = scaled_columns(query.node)
+        if not cols or p >= 1.0:
+            return batch
+        out = list(batch.cols)
+        for k in cols:
+            c = out[k]
+            out[k] = np.rint(c / p).astype(c.dtype) if c.dtype.kind in "iu" else c / p
+        b = Batch(batch.ts, batch.sign, out)
+        b.approx = batch.approx
+        return b
+
+    # ------------------------------------------------------------------ the control loop
+
+    def can_shed(self) -> bool:
+        """Whether some registered query could be shed (an aggregate with an error bound over one input)."""
+        return any(self.profile(q) is not None for q in self.engine.query_list)
+
+    def force(self, reason: str) -> None:
+        """The server is over its backlog or memory limits with shedding on: shed harder at the next step."""
+        self.forced = reason
+
+    def step(self, capacity: float = 1.0, threshold: float | None = None) -> None:
+        """Measure the demand since the last step (per query: CPU seconds per second its operators would use
+        at full rate, from their cost per tuple and the tuples they read, divided by the rate they were
+        shed at) and shed when it passes ``threshold * capacity`` (the system's ``load_threshold``), or
+        when the server is over its limits; stop when the demand fits again."""
+        eng = self.engine
+        now = time.perf_counter()
+        seen = {op.id: (op.tuples_in, op.cost_ns_per_tuple) for op in eng.ops}
+        last, self._last = self._last, (now, seen, {})
+        if last is None:
+            return
+        dt = max(now - last[0], 1e-3)
+        demand: dict[str, float] = {q: 0.0 for q in eng.query_list}
+        for op in eng.ops:
+            prev = last[1].get(op.id)
+            if prev is None or not op.owners:
+                continue
+            ns = (op.tuples_in - prev[0]) * op.cost_ns_per_tuple / 1e9 / dt
+            share = ns / len(op.owners)
+            for q in op.owners:
+                if q in demand:
+                    demand[q] += share / max(self.effective(q), 1e-6)
+        self.load = sum(demand.values())
+        if self.load <= 0.0 and self.forced is None:
+            return                                # nothing was processed: no news, the rates stay
+        thr = eng.system.load_threshold if threshold is None else threshold
+        if self.forced is not None:               # over memory or backlog: aim below the present demand
+            self.squeeze = max(0.05, self.squeeze * 0.5)
+            self.forced = None
+        else:
+            self.squeeze = min(1.0, self.squeeze * 1.5)
+        cap = thr * capacity
+        if self.squeeze < 1.0:
+            cap = min(cap, self.load * self.squeeze)
+        if self.load <= cap:
+            if self.rates:
+                self.shed({})
+            return
+        profiles = {q: p for q in demand if (p := self.profile(q)) is not None}
+        weights = {q: eng.query_list[q].weight for q in demand}
+        rates, _ = solve_rates(demand, profiles, weights, cap)
+        self.shed(rates)
+
+
+def scaled_columns(node: Any) -> list[int]:
+    """Output positions of a query that are COUNT or SUM of its top aggregate, through projections that
+    only pick columns and through filters (HAVING); [] when the query has no such aggregate on top."""
+    if isinstance(node, L.ToStream | L.Changelog):
+        node = node.child
+    picks: list[int] | None = None
+    while True:
+        if isinstance(node, L.Filter):
+            node = node.child
+        elif isinstance(node, L.Project):
+            pos = []
+            for e in node.exprs:
+                name = getattr(e, "name", None)
+                if type(e).__name__ != "ColumnRef" or not str(name).startswith("$"):
+                    pos.append(-1)
+                else:
+                    pos.append(int(name[1:]))
+            picks = pos if picks is None else [pos[i] if i >= 0 else -1 for i in picks]
+            node = node.child
+        else:
+            break
+    if not isinstance(node, L.Aggregate):
+        return []
+    g = len(node.group)
+    agg_cols = {g + k for k, (f, _, d) in enumerate(node.aggs) if f in SCALED and not d}
+    if picks is None:
+        return sorted(agg_cols)
+    return [i for i, src in enumerate(picks) if src in agg_cols]
