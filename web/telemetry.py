@@ -27,27 +27,13 @@ from typing import Any
 
 from aiohttp import web
 
-from dsms.formats import jsonable
 from dsms.runtime import Runtime
+from web.describe import clean
 
 log = logging.getLogger("dsms.web")
 
 PERIOD_S = 1.0
 KEEP = 300
-
-
-def clean(v: Any) -> Any:
-    """A JSON-ready copy (numpy scalars, non-finite floats, odd values as text)."""
-    if isinstance(v, dict):
-        return {str(k): clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple | set):
-        return [clean(x) for x in v]
-    if v is None or isinstance(v, bool | int | float | str):
-        return jsonable(v)
-    try:
-        return jsonable(v.item())
-    except AttributeError:
-        return str(v)
 
 
 def _bytes(ent: dict[str, Any]) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from web.describe import clean
 from web.handlers.common import runtime
-from web.telemetry import clean
 
 
 async def get_attributes(request: web.Request) -> web.Response:
