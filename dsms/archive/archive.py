@@ -457,19 +457,10 @@ class Archive:
                     continue
                 if not ranged:
                     yield rec
-                elif rec.kind == KIND_HEARTBEAT:
-                    if (from_ts is None or rec.ts >= from_ts) and (to_ts is None or rec.ts < to_ts):
-                        yield rec
                 else:
-                    mask = np.ones(len(rec.ts), dtype=bool)
-                    if from_ts is not None:
-                        mask &= rec.ts >= from_ts
-                    if to_ts is not None:
-                        mask &= rec.ts < to_ts
-                    if mask.all() and len(mask):
-                        yield rec
-                    elif mask.any():
-                        yield rec.select(mask)
+                    cut = within(rec, from_ts, to_ts)
+                    if cut is not None:
+                        yield cut
 
     def _undecodable(self, input: str, info: SegmentInfo, seq: int, frame: Any, e: ArchiveCorrupt) -> None:
         """A checksummed frame whose columns do not decode (the open checks only its timestamps): skipped
@@ -598,3 +589,19 @@ def _check_retention(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
         raise ArchiveValueError(f"retention_ms must be None (keep everything) or an int >= 0, got {value!r}")
     return int(value)
+
+
+def within(rec: Record, from_ts: int | None, to_ts: int | None) -> Record | None:
+    """The part of a record with ``from_ts <= ts < to_ts`` (None when nothing of it is): a heartbeat whole
+    or not at all, a batch cut to its rows in the range."""
+    if rec.kind == KIND_HEARTBEAT:
+        inside = (from_ts is None or rec.ts >= from_ts) and (to_ts is None or rec.ts < to_ts)
+        return rec if inside else None
+    mask = np.ones(len(rec.ts), dtype=bool)
+    if from_ts is not None:
+        mask &= rec.ts >= from_ts
+    if to_ts is not None:
+        mask &= rec.ts < to_ts
+    if mask.all() and len(mask):
+        return rec
+    return rec.select(mask) if mask.any() else None

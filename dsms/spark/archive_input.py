@@ -22,10 +22,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from dsms.archive import Archive, ArchiveCorrupt, ArchiveError, Record, SegmentInfo
-from dsms.archive.frames import KIND_HEARTBEAT, decode_record, unpack_payload
+from dsms.archive.archive import within
+from dsms.archive.frames import decode_record, unpack_payload
 from dsms.archive.segment import read_frames
 from dsms.spark.spec import ReplayError, ReplaySpec
 
@@ -99,19 +98,10 @@ def read_segment(info: SegmentInfo, input_name: str, from_ts: int | None = None,
             raise ArchiveCorrupt(f"{info.path}, frame at offset {frame.offset}: {e}") from e
         if not ranged:
             yield rec
-        elif rec.kind == KIND_HEARTBEAT:
-            if (from_ts is None or rec.ts >= from_ts) and (to_ts is None or rec.ts < to_ts):
-                yield rec
         else:
-            mask = np.ones(len(rec.ts), dtype=bool)
-            if from_ts is not None:
-                mask &= rec.ts >= from_ts
-            if to_ts is not None:
-                mask &= rec.ts < to_ts
-            if mask.all() and len(mask):
-                yield rec
-            elif mask.any():
-                yield rec.select(mask)
+            cut = within(rec, from_ts, to_ts)
+            if cut is not None:
+                yield cut
 
 
 def read_input(segments: Iterable[SegmentInfo], input_name: str, from_ts: int | None = None,
