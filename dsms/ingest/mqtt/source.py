@@ -81,7 +81,7 @@ class _DeadLetters:
         self.write_errors = 0
 
     def write(self, topic: str, reason: str, payload: bytes | str, index: int | None = None) -> None:
-        raw = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        raw = payload.encode("utf-8", "backslashreplace") if isinstance(payload, str) else bytes(payload)
         rec: dict[str, Any] = {"at": _wall_iso(), "topic": topic, "reason": reason}
         if index is not None:
             rec["index"] = index
@@ -96,7 +96,14 @@ class _DeadLetters:
             if self._fh is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across writes
-            self._fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            try:
+                line = json.dumps(rec, ensure_ascii=False, default=repr)
+                line.encode("utf-8")
+            except (UnicodeEncodeError, ValueError, RecursionError):
+                # A lone surrogate (from a JSON escape such as "\ud800" in a column name that the reason
+                # quotes) cannot be written as UTF-8: escape everything instead of failing the whole batch.
+                line = json.dumps(rec, ensure_ascii=True, default=repr)
+            self._fh.write(line + "\n")
             self._fh.flush()
             self.lines += 1
         except OSError as e:
@@ -379,6 +386,9 @@ class MqttIngest:
         except Malformed as e:
             self._malformed(msg, str(e))
             return None
+        except Exception as e:  # noqa: BLE001 - any decoder failure is this message's, never its batch's
+            self._malformed(msg, f"cannot decode: {type(e).__name__}: {str(e)[:200]}")
+            return None
         return _Decoded(msg, rows, ts, list(items))
 
     @staticmethod
@@ -451,9 +461,16 @@ class MqttIngest:
                         self._malformed(d.msg, reason)
                     continue
                 except Exception as e:  # noqa: BLE001 - a broken sink must not kill the source
+                    if len(pending) > 1:
+                        # Which message made it fail is unknown: offer them one at a time, so one poison
+                        # message costs only itself and the rest of its batch still gets in.
+                        for d in pending:
+                            await self._offer([d])
+                        return
                     self._n["sink_errors"] += 1
                     self._link.last_error = f"sink: {type(e).__name__}: {e}"
-                    log.error("MQTT ingest of %s: the sink failed: %s", self.stream_name, self._link.last_error)
+                    if self._n["sink_errors"] & (self._n["sink_errors"] - 1) == 0:   # 1st, 2nd, 4th, ...
+                        log.error("MQTT ingest of %s: the sink failed: %s", self.stream_name, self._link.last_error)
                     for d in pending:
                         self._dead.write(d.msg.topic, f"sink error: {type(e).__name__}: {e}", d.msg.payload)
                     return
