@@ -11,6 +11,7 @@ TOML layout (every key optional)::
     port = 8080
     mqtt_url = "mqtt://127.0.0.1:1883"
     token = "..."                         # bearer token for mutating endpoints; never logged
+    protect_reads = false                 # true: reads (GET) need the token too (needs a token)
 
     [limits]
     request_bytes = 16777216              # largest HTTP request body (413 above)
@@ -57,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "port": 8080,
     "mqtt_url": "mqtt://127.0.0.1:1883",
     "token": None,
+    "protect_reads": False,
     "log_level": "info",
     "limits": {
         "request_bytes": 16 * 1024 * 1024,
@@ -88,6 +90,7 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "port": (int, 0, 65535, None, False),
     "mqtt_url": (str, None, None, None, False),
     "token": (str, None, None, None, True),
+    "protect_reads": (bool, None, None, None, False),
     "log_level": (str, None, None, ("debug", "info", "warning", "error"), False),
     "limits.request_bytes": (int, 1024, 1 << 34, None, False),
     "limits.statement_chars": (int, 16, 100_000_000, None, False),
@@ -174,6 +177,10 @@ def _validate(values: dict[str, Any]) -> None:
         if typ is float and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
             node[parts[-1]] = v
+        if typ is bool:
+            if not isinstance(v, bool):
+                raise ConfigError(f"setting '{key}' must be true or false, not {type(v).__name__} {v!r}")
+            continue
         if isinstance(v, bool) or not isinstance(v, typ):
             raise ConfigError(f"setting '{key}' must be {typ.__name__}, not {type(v).__name__} {v!r}")
         if choices is not None and v not in choices:
@@ -186,6 +193,9 @@ def _validate(values: dict[str, Any]) -> None:
             raise ConfigError(f"setting '{key}' must not be empty")
     if values["token"] is not None and (len(values["token"]) < 8 or any(c.isspace() for c in values["token"])):
         raise ConfigError("setting 'token' must be at least 8 characters without spaces")
+    if values["protect_reads"] and values["token"] is None:
+        raise ConfigError("setting 'protect_reads' needs a token (--token or DSMS_TOKEN): without one nobody "
+                          "could read anything")
     url = values["mqtt_url"]
     if not (url.startswith("mqtt://") or url.startswith("mqtts://")):
         raise ConfigError(f"setting 'mqtt_url' must start with mqtt:// or mqtts://, not {url!r}")

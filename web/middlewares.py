@@ -146,11 +146,12 @@ def is_loopback(host: str) -> bool:
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Mutating requests need ``Authorization: Bearer <token>`` when a token is configured, and are refused
-    outright when the server listens beyond loopback without one. The token is compared in constant time
-    and never logged or echoed."""
-    if request.method not in MUTATING:
-        return await handler(request)
+    outright when the server listens beyond loopback without one; with ``protect_reads`` every request does
+    (the catalog, the query texts, the results and the statistics are then private too). The token is
+    compared in constant time and never logged or echoed."""
     cfg = request.app[CONFIG]
+    if request.method not in MUTATING and not cfg.get("protect_reads"):
+        return await handler(request)
     token = cfg.token
     if token is None:
         if is_loopback(cfg.host):

@@ -33,8 +33,9 @@ from dsms.cql.parser import parse
 from dsms.engine import Engine, Query
 from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError
 from dsms.formats import Decoded
+from dsms.ingest.mqtt.url import parse_mqtt_url
 from dsms.runtime.catalog_log import CatalogLog, check_writable, split_statements
-from dsms.runtime.errors import Conflict, LimitExceeded, NotFound
+from dsms.runtime.errors import Conflict, LimitExceeded, NotFound, RuntimeFailure
 from dsms.runtime.ingest import GroupCommit, InputPath
 from dsms.runtime.mqtt_adapters import MqttAdapters
 from dsms.runtime.pump import EnginePump
@@ -83,6 +84,10 @@ class Runtime:
     async def start(self) -> None:
         """Open the archive (truncating a torn tail), restore the catalog, replay the archive, start driving."""
         loop = asyncio.get_running_loop()
+        try:
+            parse_mqtt_url(self.config.mqtt_url)      # a bad broker URL stops the start, not every adapter later
+        except ValueError as e:
+            raise RuntimeFailure(f"setting 'mqtt_url': {e}") from None
         self.pump.work = asyncio.Event()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         check_writable(self.data_dir)

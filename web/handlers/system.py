@@ -6,13 +6,15 @@ from __future__ import annotations
 from aiohttp import web
 
 from dsms.errors import InputError
+from dsms.ingest.mqtt.url import redact
 from web.handlers.common import clean, read_json_object, runtime
 
 
 async def get_system(request: web.Request) -> web.Response:
     rt = runtime(request)
     out = clean(rt.system())
-    out["config"] = rt.config.public()
+    out["config"] = cfg = rt.config.public()
+    cfg["mqtt_url"] = redact(cfg["mqtt_url"])       # the broker password is never served (issue 18)
     return web.json_response(out)
 
 

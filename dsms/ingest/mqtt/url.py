@@ -23,25 +23,44 @@ class MqttUrl:
 _SCHEMES = {"mqtt": (1883, False), "tcp": (1883, False), "mqtts": (8883, True), "ssl": (8883, True)}
 
 
+def redact(url: str) -> str:
+    """``url`` with the password of its user information replaced by ``***``, for every message that quotes it
+    (errors, logs): a broker password never leaves the process (issue 18).
+
+    >>> redact("mqtt://alice:s3cr@t@broker:1883"), redact("mqtt://al:a/b@h/x"), redact("mqtt://bob@h")
+    ('mqtt://alice:***@broker:1883', 'mqtt://al:***@h/x', 'mqtt://bob@h')
+    """
+    if not isinstance(url, str):
+        return "<not a string>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "<not a URL>" if "@" in url or ":" in url else url
+    userinfo, at, host = rest.rpartition("@")       # the last '@': a password may hold '/' or '@'
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+
+
 def parse_mqtt_url(url: str) -> MqttUrl:
     """``mqtt://[user[:pass]@]host[:port]`` (also ``tcp://``; ``mqtts://`` and ``ssl://`` for TLS, default port
     8883). Raises ValueError with what is wrong, so that a bad ``--mqtt-url`` is refused at start, not retried
     forever."""
+    shown = redact(url)
     if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"bad MQTT URL {url!r}: expected mqtt://host[:port] (or tcp://, mqtts://)")
+        raise ValueError(f"bad MQTT URL {shown!r}: expected mqtt://host[:port] (or tcp://, mqtts://)")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
-        raise ValueError(f"bad MQTT URL {url!r}: unknown scheme {parts.scheme!r} "
+        raise ValueError(f"bad MQTT URL {shown!r}: unknown scheme {parts.scheme!r} "
                          f"(expected one of {', '.join(sorted(_SCHEMES))})")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError(f"bad MQTT URL {url!r}: a broker URL has no path, query or fragment")
+        raise ValueError(f"bad MQTT URL {shown!r}: a broker URL has no path, query or fragment")
     if not parts.hostname:
-        raise ValueError(f"bad MQTT URL {url!r}: no host")
+        raise ValueError(f"bad MQTT URL {shown!r}: no host")
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"bad MQTT URL {url!r}: the port is not a number in 1..65535") from None
+        raise ValueError(f"bad MQTT URL {shown!r}: the port is not a number in 1..65535") from None
     default_port, tls = _SCHEMES[scheme]
     return MqttUrl(parts.hostname, port or default_port,
                    unquote(parts.username) if parts.username is not None else None,
