@@ -32,6 +32,8 @@ TOML layout (every key optional)::
     [results]
     retention = 10000                     # result elements kept per query for ?from=
     subscriber_buffer = 10000             # elements buffered per reader before it gets a gap marker
+    reader_buffer_bytes = 16777216        # bytes buffered per reader before it gets a gap marker
+    reader_memory = 268435456             # bytes all readers may hold unread; past it the furthest behind goes
     slice_ms = 5                          # target length of one engine time slice
 """
 
@@ -79,6 +81,8 @@ DEFAULTS: dict[str, Any] = {
     "results": {
         "retention": 10_000,
         "subscriber_buffer": 10_000,
+        "reader_buffer_bytes": 16 * 1024 * 1024,
+        "reader_memory": 256 * 1024 * 1024,
         "slice_ms": 5,
     },
 }
@@ -103,7 +107,9 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "engine.batch_budget": (int, 1, 1_000_000, None, False),
     "engine.seed": (int, None, None, None, False),
     "results.retention": (int, 0, 100_000_000, None, False),
-    "results.subscriber_buffer": (int, 1, 100_000_000, None, False),
+    "results.subscriber_buffer": (int, 1, 1_000_000, None, False),
+    "results.reader_buffer_bytes": (int, 1024, 1 << 40, None, False),
+    "results.reader_memory": (int, 1024, 1 << 44, None, False),
     "results.slice_ms": (float, 0.1, 1000, None, False),
 }
 

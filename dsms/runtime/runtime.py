@@ -40,7 +40,7 @@ from dsms.runtime.ingest import GroupCommit, InputPath
 from dsms.runtime.mqtt_adapters import MqttAdapters
 from dsms.runtime.pump import EnginePump
 from dsms.runtime.recovery import recover
-from dsms.runtime.results import QueryResults, Subscriber, collect
+from dsms.runtime.results import QueryResults, ReaderBudget, Subscriber, collect
 
 log = logging.getLogger("dsms.runtime")
 
@@ -62,6 +62,8 @@ class Runtime:
         self.fsync = self.config.get("archive.fsync")
         self.default_retention = self.config.get("results.retention")
         self.subscriber_buffer = self.config.get("results.subscriber_buffer")
+        self.reader_bytes = self.config.get("results.reader_buffer_bytes")
+        self.readers = ReaderBudget(self.config.get("results.reader_memory"))
         self.max_queries = self.config.get("limits.max_queries")
         self.statement_chars = self.config.get("limits.statement_chars")
         self.catalog_log = CatalogLog(self.data_dir)
@@ -396,7 +398,8 @@ class Runtime:
         """A new reader of ``query``'s results; with ``from_ts``, retained results with ts >= from_ts are
         queued first (as much as fits the buffer; the rest is reported as a gap)."""
         q = self.query(query)
-        return self.states[q.id].subscribe(buffer or self.subscriber_buffer, from_ts)
+        return self.states[q.id].subscribe(buffer or self.subscriber_buffer, from_ts, self.reader_bytes,
+                                           self.readers)
 
     def close_readers(self, reason: str) -> None:
         """End every result stream (the server is stopping: the HTTP server can then close them)."""
@@ -408,7 +411,7 @@ class Runtime:
         st = self.states.get(sub.query_id)
         if st is not None:
             st.subscribers.discard(sub)
-        sub.close("unsubscribed")
+        sub.discard()
 
     # ------------------------------------------------------------ entities, plans, system
 
@@ -499,6 +502,7 @@ class Runtime:
             "elements_in": sum(int(c["elements"]) for c in self.input.counters.values()),
             "backlog": self.backlog(), "backlog_limit": self.input.backlog_limit,
             "subscribers": sum(len(s.subscribers) for s in self.states.values()),
+            "readers": self.readers.stats(),
             "results_out": sum(s.results_out for s in self.states.values()),
             "engine": self.pump.stats(),
             "archive": {"fsync": self.fsync, **arch},

@@ -9,6 +9,10 @@ from dsms.errors import InputError
 from web.handlers.common import bool_param, describe_query, int_param, read_json_object, runtime
 from web.streaming import stream_results
 
+MAX_BUFFER = 1_000_000
+"""The largest ``?buffer=`` (elements); the reader's buffer is bounded in bytes too
+(``results.reader_buffer_bytes``), and all readers by ``results.reader_memory``."""
+
 
 async def list_queries(request: web.Request) -> web.Response:
     rt = runtime(request)
@@ -63,7 +67,7 @@ async def get_results(request: web.Request) -> web.StreamResponse:
     q = rt.query(request.match_info["id"])
     from_ts = int_param(request, "from")
     follow = bool_param(request, "follow", True)
-    buffer = int_param(request, "buffer", None, 1, 10_000_000)
+    buffer = int_param(request, "buffer", None, 1, MAX_BUFFER)
     if not follow and from_ts is None:
         from_ts = -(2**63)
     return await stream_results(request, rt, q.id, q.name or q.id, from_ts=from_ts, follow=follow, buffer=buffer)
