@@ -31,6 +31,8 @@ def _config(args: argparse.Namespace) -> Config:
             overrides[key] = getattr(args, key)
     if getattr(args, "protect_reads", False):
         overrides["protect_reads"] = True
+    if getattr(args, "catalog_recovery", None):
+        overrides["catalog_recovery"] = args.catalog_recovery
     if getattr(args, "fsync", None):
         overrides["archive.fsync"] = args.fsync
     return load_config(args.config, overrides)
@@ -142,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--token", help="bearer token for mutating requests (or DSMS_TOKEN)")
     s.add_argument("--protect-reads", action="store_true", default=None,
                    help="reads (GET) need the token too; for a server reachable beyond this machine")
+    s.add_argument("--catalog-recovery", choices=("refuse", "last-good"),
+                   help="a damaged catalog: refuse to start (default), or start from its last good state")
     s.add_argument("--fsync", choices=("always", "group", "never"), help="archive durability mode")
     s.set_defaults(func=cmd_serve)
 

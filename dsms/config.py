@@ -12,6 +12,7 @@ TOML layout (every key optional)::
     mqtt_url = "mqtt://127.0.0.1:1883"
     token = "..."                         # bearer token for mutating endpoints; never logged
     protect_reads = false                 # true: reads (GET) need the token too (needs a token)
+    catalog_recovery = "refuse"           # a damaged catalog: "refuse" to start, or start from "last-good"
 
     [limits]
     request_bytes = 16777216              # largest HTTP request body (413 above)
@@ -61,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "mqtt_url": "mqtt://127.0.0.1:1883",
     "token": None,
     "protect_reads": False,
+    "catalog_recovery": "refuse",
     "log_level": "info",
     "limits": {
         "request_bytes": 16 * 1024 * 1024,
@@ -95,6 +97,7 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "mqtt_url": (str, None, None, None, False),
     "token": (str, None, None, None, True),
     "protect_reads": (bool, None, None, None, False),
+    "catalog_recovery": (str, None, None, ("refuse", "last-good"), False),
     "log_level": (str, None, None, ("debug", "info", "warning", "error"), False),
     "limits.request_bytes": (int, 1024, 1 << 34, None, False),
     "limits.statement_chars": (int, 16, 100_000_000, None, False),

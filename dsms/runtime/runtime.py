@@ -66,7 +66,7 @@ class Runtime:
         self.readers = ReaderBudget(self.config.get("results.reader_memory"))
         self.max_queries = self.config.get("limits.max_queries")
         self.statement_chars = self.config.get("limits.statement_chars")
-        self.catalog_log = CatalogLog(self.data_dir)
+        self.catalog_log = CatalogLog(self.data_dir, self.config.get("catalog_recovery"))
         self.states: dict[str, QueryResults] = {}
         self.started = False
         self.recovering = False
@@ -99,6 +99,7 @@ class Runtime:
             log.warning("archive: cut %d torn byte(s) from %s (%s)", r.torn_bytes, r.segment, r.reason)
         try:
             self.recovery_info = recover(self)
+            self.catalog_log.after_recovery()
         except Exception:
             self.archive.close()
             raise
@@ -107,7 +108,8 @@ class Runtime:
                                         self._sync_failed)
         self._tasks = [loop.create_task(self.pump.run(), name="dsms-pump"),
                        loop.create_task(self.group_commit.run(), name="dsms-group-commit"),
-                       loop.create_task(self._ticker(), name="dsms-ticker")]
+                       loop.create_task(self._ticker(), name="dsms-ticker"),
+                       loop.create_task(self.catalog_log.run(), name="dsms-catalog-writer")]
         for s in self.engine.streams():
             if s.source is not None:
                 self.mqtt.start_source(s)
@@ -136,7 +138,7 @@ class Runtime:
                     self.group_commit.release_all(None)
                 self.archive.close()
         if self.started:
-            self.catalog_log.save()
+            self.catalog_log.stop()
 
     def _sync_failed(self, e: Exception) -> None:
         self.errors["archive"] += 1
@@ -165,7 +167,13 @@ class Runtime:
 
     def _log(self, entry: dict[str, Any]) -> None:
         assert self.archive is not None
-        self.catalog_log.append(entry, {name: r.next_seq for name, r in self.archive.ranges().items()})
+        self.catalog_log.append(entry, {name: r.next_seq for name, r in self.archive.ranges().items()},
+                                self.engine.id_counters())
+
+    def catalog_durable(self) -> asyncio.Future | None:
+        """A future done once every catalog change made so far is on disk (None: it already is); the HTTP
+        layer waits for it before answering a request that changed the catalog."""
+        return self.catalog_log.durable()
 
     def apply_entry(self, entry: Mapping[str, Any]) -> None:
         """Re-apply one catalog log entry (recovery)."""
@@ -198,6 +206,32 @@ class Runtime:
         ``expect`` (kinds among ``stream``, ``relation``, ``query``, ``view``, ``drop``): the text must be
         exactly one statement of one of these kinds, else InputError before anything runs (an endpoint that
         registers one kind of object uses it, so CQL is parsed once, here)."""
+        done: list[Any] = []
+        for k, (stmt, piece) in enumerate(zip(*self._parse(text, expect))):
+            self._execute_at(k, stmt, piece, done)
+        return done
+
+    async def execute_async(self, text: str, expect: Sequence[str] | None = None) -> list[Any]:
+        """:meth:`execute` for the HTTP layer: the text is parsed in a thread and the event loop is given back
+        between statements, so one request of a thousand statements does not hold up every other request."""
+        done: list[Any] = []
+        stmts, pieces = await asyncio.to_thread(self._parse, text, expect)
+        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
+            if k and k % 8 == 0:
+                await asyncio.sleep(0)
+            self._execute_at(k, stmt, piece, done)
+        return done
+
+    def _execute_at(self, k: int, stmt: Any, piece: str, done: list[Any]) -> None:
+        try:
+            done.append(self._execute_one(stmt, piece))
+        except DsmsError as e:
+            e.done = done               # type: ignore[attr-defined]
+            e.statement = k             # type: ignore[attr-defined]
+            raise
+
+    def _parse(self, text: str, expect: Sequence[str] | None) -> tuple[list[Any], list[str]]:
+        """The statements of ``text`` and the source text of each, checked against the limits and ``expect``."""
         if not isinstance(text, str):
             raise CQLError("a statement must be a string")
         if len(text) > self.statement_chars:
@@ -213,16 +247,7 @@ class Runtime:
                                    f"{k.upper()} statement" if k == "drop" else f"REGISTER {k.upper()} ..."
                                    for k in expect)
                 raise InputError(f"expected exactly one {what}; got {len(got)} statement(s): {', '.join(got)}")
-        pieces = split_statements(text, stmts)
-        done: list[Any] = []
-        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
-            try:
-                done.append(self._execute_one(stmt, piece))
-            except DsmsError as e:
-                e.done = done               # type: ignore[attr-defined]
-                e.statement = k             # type: ignore[attr-defined]
-                raise
-        return done
+        return stmts, split_statements(text, stmts)
 
     def _execute_one(self, stmt: Any, text: str) -> Any:
         creates_query = isinstance(stmt, ast.RegisterQuery | ast.RegisterView | ast.QueryStatement)
@@ -507,6 +532,7 @@ class Runtime:
             "engine": self.pump.stats(),
             "archive": {"fsync": self.fsync, **arch},
             "recovery": self.recovery_info,
+            "catalog": self.catalog_log.stats(),
             "punctuations_ignored": self.input.punctuations,
             "errors": dict(self.errors),
         }

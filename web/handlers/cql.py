@@ -30,5 +30,5 @@ async def cql_text(request: web.Request) -> str:
 async def post_cql(request: web.Request) -> web.Response:
     """Run the statements in order; 200 with what each created or dropped."""
     text = await cql_text(request)
-    results = runtime(request).execute(text)
+    results = await runtime(request).execute_async(text)
     return web.json_response({"results": [describe_result(r) for r in results]})

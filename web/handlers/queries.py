@@ -29,7 +29,7 @@ async def create_query(request: web.Request) -> web.Response:
     extra = set(doc) - {"cql", "retention"}
     if extra:
         raise InputError(f"unknown field '{sorted(extra)[0]}' (fields: cql, retention)")
-    q = rt.execute(text, expect=("query", "view"))[0]      # other statements: POST /cql
+    q = (await rt.execute_async(text, expect=("query", "view")))[0]      # other statements: POST /cql
     if "retention" in doc:
         rt.set_query_retention(q.id, doc["retention"])
     return web.json_response(describe_query(q), status=201,
