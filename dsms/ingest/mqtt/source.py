@@ -10,10 +10,15 @@ is docs/mqtt.md.
 Design, in short:
 
 - The network side and the engine side are decoupled by a bounded in-process queue. aiomqtt hands every received
-  message to that queue (through its public ``queue_type`` hook), stamped with its arrival time, so that a
-  disconnection never throws away messages that the broker already delivered (and that the client already
-  acknowledged). A consumer task turns the queued messages into rows and timestamps and gives them to the sink in
-  batches, one ``ingest`` call per drained chunk, so that the engine runs once per chunk and not once per message.
+  message to that queue (through its public ``queue_type`` hook), stamped with its arrival time. A consumer task
+  turns the queued messages into rows and timestamps and gives them to the sink in batches, one ``ingest`` call
+  per drained chunk, so that the engine runs once per chunk and not once per message.
+- Acknowledgement after archiving (issue 18 item 7): messages are received with QoS 1 and acknowledged by hand
+  (``manual_ack``), only once the sink has returned for their chunk (the server's sink returns once the elements
+  are archived and fsynced by the group commit) or once they are dead-lettered. A crash before that leaves them
+  with the broker, which delivers them again to the next connection of the persistent session: nothing the
+  broker considers delivered is lost. The price is at-least-once: a message archived just before a crash, whose
+  acknowledgement did not leave, is taken twice (as with any QoS 1 redelivery).
 - A message is all or nothing: when the sink refuses a batch with ``InputError`` naming an element, the message
   holding that element is dead-lettered and the rest of the batch is offered again.
 - Time is application time (SPEC section 2): the timestamp comes from the payload, or, when the stream names no
@@ -143,6 +148,9 @@ class _Received:
     topic: str
     payload: bytes
     arrival: int                  # clock() at receipt, ms
+    mid: int = 0                  # the broker's message id, to acknowledge it
+    qos: int = 0
+    conn: int = 0                 # which connection delivered it (an ack only makes sense on that one)
 
 
 @dataclass
@@ -196,10 +204,11 @@ class MqttIngest:
         self._client: Client | None = None
         self._down_since: float | None = None     # monotonic; set when a live connection is lost
         self._n = {"received": 0, "accepted": 0, "malformed": 0, "late": 0, "dropped": 0, "ignored": 0,
-                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0}
+                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0, "acked": 0}
         self._link = Link()
         self._session_present: bool | None = None
         self._down_total = 0.0
+        self._conn_gen = 0
 
     @staticmethod
     def default_client_id(stream_name: str, topic: str) -> str:
@@ -247,19 +256,16 @@ class MqttIngest:
             self._conn_task.result()     # re-raise what killed the connection task (a bug, not the network)
 
     async def stop(self, *, discard_session: bool = False) -> None:
-        """Disconnect, then hand everything already received to the sink before returning (those messages
-        were acknowledged to the broker: dropping them here would lose them). With ``discard_session`` (for DROP
-        STREAM) the subscription is removed first, so the broker stops queueing messages for a stream that no
-        longer exists."""
+        """Hand everything already received to the sink and acknowledge it while the connection is still up,
+        then disconnect (what arrives meanwhile is not acknowledged: the broker delivers it again to the next
+        connection of the session). With ``discard_session`` (for DROP STREAM) the subscription is removed
+        first, so the broker stops queueing messages for a stream that no longer exists."""
         if self._conn_task is None:
             return
         self._stop.set()
         if discard_session and self._client is not None and self._link.connected:
             with contextlib.suppress(Exception):
                 await self._client.unsubscribe(self.source.topic, timeout=2)
-        self._conn_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._conn_task
         assert self._pending is not None and self._consumer is not None
         try:
             await asyncio.wait_for(self._pending.put(None), self.stop_timeout)
@@ -271,6 +277,9 @@ class MqttIngest:
             self._consumer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._consumer
+            self._conn_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._conn_task
             self._dead.close()
             self._conn_task = None
 
@@ -284,9 +293,11 @@ class MqttIngest:
             # them would duplicate input after each reconnect. Live messages never carry the flag (MQTT 3.1.1
             # section 3.3.1.3).
             self._n["retained_skipped"] += 1
+            self._ack_now(m.mid, m.qos)
             return
         if not m.topic.matches(self.source.topic):
             self._n["ignored"] += 1
+            self._ack_now(m.mid, m.qos)
             return
         now = int(self.clock())
         if self._last_arrival is not None and now < self._last_arrival:
@@ -295,9 +306,30 @@ class MqttIngest:
         payload = m.payload if isinstance(m.payload, bytes | bytearray) else str(m.payload).encode()
         assert self._pending is not None
         try:
-            self._pending.put_nowait(_Received(m.topic.value, bytes(payload), now))
+            self._pending.put_nowait(_Received(m.topic.value, bytes(payload), now, m.mid, m.qos, self._conn_gen))
         except asyncio.QueueFull:
-            self._n["dropped"] += 1
+            self._n["dropped"] += 1              # not acknowledged: the broker delivers it again after a reconnect
+
+    def _ack_now(self, mid: int, qos: int) -> None:
+        client = self._client
+        if client is not None and qos > 0:
+            with contextlib.suppress(Exception):
+                client.ack(mid, qos)
+
+    def _ack(self, chunk: list[_Received]) -> None:
+        """Acknowledge a handled chunk (archived or dead-lettered) to the broker, on the connection that
+        delivered it; messages of an earlier connection are delivered again by the broker (at least once)."""
+        client = self._client
+        if client is None:
+            return
+        for m in chunk:
+            if m.qos > 0 and m.conn == self._conn_gen:
+                try:
+                    client.ack(m.mid, m.qos)
+                except Exception as e:  # noqa: BLE001 - the broker will deliver it again
+                    self._link.last_error = f"ack: {describe(e)}"
+                    return
+                self._n["acked"] += 1
 
     async def _run(self) -> None:
         await keep_connected(self._client_for_attempt, self._session, link=self._link, stop=self._stop,
@@ -305,8 +337,13 @@ class MqttIngest:
                              after=self._after_attempt)
 
     def _client_for_attempt(self) -> Client:
-        return Client(**client_kwargs(self.url), identifier=self.client_id, clean_session=False,
-                      keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver))
+        # A new connection: messages it delivers (a resumed session's queue comes right after CONNACK, before
+        # the session code runs) are acknowledged on it, and those of an earlier one no more.
+        self._conn_gen += 1
+        self._client = Client(**client_kwargs(self.url), identifier=self.client_id, clean_session=False,
+                      keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver),
+                      manual_ack=True)
+        return self._client
 
     async def _session(self, client: Client, reconnected: bool, ready: Callable[[], None]) -> None:
         self._client = client
@@ -359,6 +396,7 @@ class MqttIngest:
                 except Exception as e:  # noqa: BLE001 - the consumer must outlive any one bad chunk
                     self._link.last_error = describe(e)
                     log.exception("MQTT ingest of %s: unexpected error", self.stream_name)
+                self._ack(chunk)
             if done:
                 return
 
