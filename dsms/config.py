@@ -19,6 +19,7 @@ TOML layout (every key optional)::
     statement_chars = 100000              # longest CQL text (413 above)
     max_queries = 1000                    # registered queries at once (409 above)
     ingest_backlog = 1000000              # unprocessed input tuples before 503 + Retry-After
+    idle_timeout_s = 75                   # a connection idle (or stuck in its request headers) this long is closed
 
     [archive]
     fsync = "group"                       # "always" | "group" | "never"
@@ -69,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
         "statement_chars": 100_000,
         "max_queries": 1_000,
         "ingest_backlog": 1_000_000,
+        "idle_timeout_s": 75.0,
     },
     "archive": {
         "fsync": "group",
@@ -103,6 +105,7 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "limits.statement_chars": (int, 16, 100_000_000, None, False),
     "limits.max_queries": (int, 1, 1_000_000, None, False),
     "limits.ingest_backlog": (int, 1, 1 << 40, None, False),
+    "limits.idle_timeout_s": (float, 0.1, 86400, None, False),
     "archive.fsync": (str, None, None, ("always", "group", "never"), False),
     "archive.group_delay_ms": (float, 0, 1000, None, False),
     "archive.retention_ms": (int, 0, None, None, False),

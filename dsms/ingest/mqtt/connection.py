@@ -52,6 +52,17 @@ class Client(aiomqtt.Client):
         if manual_ack:
             self._client.manual_ack_set(True)
 
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await super().__aexit__(*exc_info)
+        finally:
+            # aiomqtt sets the loss of the connection on a future that nothing reads when the loss ends the
+            # session by another path; asyncio then logs "Future exception was never retrieved" with a
+            # traceback at garbage collection. keep_connected has already logged the loss in one line.
+            for fut in (self._connected, self._disconnected):
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
+
     def ack(self, mid: int, qos: int) -> None:
         """Acknowledge one received message (PUBACK for QoS 1) on this connection."""
         if self.manual_ack and qos > 0:
