@@ -87,6 +87,7 @@ def test_readers_that_never_read_are_disconnected_within_the_budget(tmp_path: Pa
         reader.join(60)
         assert sorted(fast) == list(range(ROWS * REQUESTS)) and not fast_other, fast_other[:3]
         chunk = ROWS * (WIDTH + 100)
+        print(f"readers: {readers}")
         assert readers["disconnected"] == 3 and readers["peak_bytes"] <= BUDGET + chunk, readers
         for s in slow:
             body = read_all(s)
