@@ -28,6 +28,7 @@ server refuses to start and says how to start from the last good state (``catalo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -155,6 +156,12 @@ class CatalogLog:
             entries = []
         for k, e in enumerate(entries):
             e.setdefault("n", k + 1)
+        gap = next((k for k, e in enumerate(entries) if e["n"] != k + 1), None)
+        if gap is not None:
+            where = self.path if self.path.exists() else self.snapshot
+            self._damaged(where, f"lacks entries: entry #{entries[gap]['n']} follows #{gap} (the snapshot "
+                                 f"holding the ones between is gone)")
+            entries = entries[:gap]
         rep.entries = entries
         return entries
 
@@ -307,9 +314,14 @@ class CatalogLog:
         self.writes += 1
 
     def _compact(self, snapshot: list[bytes]) -> None:
-        """The snapshot replaced atomically (the old one kept as ``.prev``), then the log emptied."""
+        """The snapshot replaced atomically (the old one kept as ``.prev``), then the log emptied. There is a
+        snapshot at every moment: the old one is linked as ``.prev`` before the new one replaces it."""
         if self.snapshot.exists():
-            os.replace(self.snapshot, self.snapshot.with_name(SNAPSHOT_NAME + ".prev"))
+            prev_tmp = self.snapshot.with_name(f".{SNAPSHOT_NAME}.prev.{os.getpid()}.tmp")
+            with contextlib.suppress(FileNotFoundError):
+                prev_tmp.unlink()
+            os.link(self.snapshot, prev_tmp)
+            os.replace(prev_tmp, self.snapshot.with_name(SNAPSHOT_NAME + ".prev"))
         _atomic_write(self.snapshot, snapshot, self.data_dir)
         with open(self.path, "wb") as fh:
             fh.write(encode_line(_HEADER))
