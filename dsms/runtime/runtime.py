@@ -130,6 +130,10 @@ class Runtime:
         for t in self._tasks:
             with contextlib.suppress(BaseException):
                 await t
+        inflight = self.group_commit.inflight if self.group_commit is not None else None
+        if inflight is not None:
+            with contextlib.suppress(BaseException):
+                await inflight                  # an fsync still running in its thread: never close under it
         if self.archive is not None and not self.archive.closed:
             try:
                 self.archive.sync()
