@@ -131,6 +131,8 @@ class CatalogLog:
         self.writes = 0
         self.compactions = 0
         self.write_errors = 0
+        self.inflight: asyncio.Future | None = None
+        self.compact_every = COMPACT_EVERY
         self._migrate = False
 
     # ------------------------------------------------------------ reading (start)
@@ -263,11 +265,16 @@ class CatalogLog:
             lines, self._unwritten = self._unwritten, []
             waiters, self._waiters = self._waiters, []
             try:
+                # Shielded, and kept in ``inflight``: a stop that cancels this task waits for the thread
+                # instead of writing the same files beside it.
+                loop = asyncio.get_running_loop()
                 if lines:
-                    await asyncio.to_thread(self._append_lines, lines)
-                if self._log_lines >= COMPACT_EVERY:
-                    snapshot = [encode_line(_HEADER), *(encode_line(e) for e in self.entries)]
-                    await asyncio.to_thread(self._compact, snapshot)
+                    self.inflight = loop.run_in_executor(None, self._append_lines, lines)
+                    await asyncio.shield(self.inflight)
+                if self._log_lines >= self.compact_every:
+                    # a copy of the list (entries are never changed once logged); encoded in the thread
+                    self.inflight = loop.run_in_executor(None, self._compact, list(self.entries))
+                    await asyncio.shield(self.inflight)
             except OSError as e:
                 self.write_errors += 1
                 self._unwritten = lines + self._unwritten       # tried again with the next change
@@ -288,7 +295,7 @@ class CatalogLog:
 
     def compact_now(self) -> None:
         self.flush_now()
-        self._compact([encode_line(_HEADER), *(encode_line(e) for e in self.entries)])
+        self._compact(self.entries)
 
     def stop(self) -> None:
         """A clean stop: everything written, and the log compacted into the snapshot when it has lines."""
@@ -313,7 +320,7 @@ class CatalogLog:
         self._log_lines += len(lines)
         self.writes += 1
 
-    def _compact(self, snapshot: list[bytes]) -> None:
+    def _compact(self, entries: list[dict[str, Any]]) -> None:
         """The snapshot replaced atomically (the old one kept as ``.prev``), then the log emptied. There is a
         snapshot at every moment: the old one is linked as ``.prev`` before the new one replaces it."""
         if self.snapshot.exists():
@@ -322,7 +329,7 @@ class CatalogLog:
                 prev_tmp.unlink()
             os.link(self.snapshot, prev_tmp)
             os.replace(prev_tmp, self.snapshot.with_name(SNAPSHOT_NAME + ".prev"))
-        _atomic_write(self.snapshot, snapshot, self.data_dir)
+        _atomic_write(self.snapshot, [encode_line(_HEADER), *(encode_line(e) for e in entries)], self.data_dir)
         with open(self.path, "wb") as fh:
             fh.write(encode_line(_HEADER))
             fh.flush()

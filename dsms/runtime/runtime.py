@@ -142,6 +142,9 @@ class Runtime:
                     self.group_commit.release_all(None)
                 self.archive.close()
         if self.started:
+            if self.catalog_log.inflight is not None:
+                with contextlib.suppress(BaseException):
+                    await self.catalog_log.inflight
             self.catalog_log.stop()
 
     def _sync_failed(self, e: Exception) -> None:
