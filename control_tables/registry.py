@@ -85,7 +85,7 @@ class Registry:
         """The next id number of each prefix (what a persisted catalog records to keep ids stable)."""
         return dict(self._next)
 
-    def advance(self, counters: dict[str, int]) -> None:
+    def advance(self, counters: Mapping[str, int]) -> None:
         """Move each prefix's counter to at least ``counters[prefix]`` (never back: no id is handed out twice)."""
         for prefix, n in counters.items():
             self._next[prefix] = max(self._next.get(prefix, 0), int(n))
