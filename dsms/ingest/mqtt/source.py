@@ -341,8 +341,8 @@ class MqttIngest:
         # the session code runs) are acknowledged on it, and those of an earlier one no more.
         self._conn_gen += 1
         self._client = Client(**client_kwargs(self.url), identifier=self.client_id, clean_session=False,
-                      keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver),
-                      manual_ack=True)
+                              keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver),
+                              manual_ack=True)
         return self._client
 
     async def _session(self, client: Client, reconnected: bool, ready: Callable[[], None]) -> None:
