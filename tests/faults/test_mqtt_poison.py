@@ -184,3 +184,52 @@ def test_an_unexpected_sink_failure_costs_only_its_own_message(tmp_path: Path, m
     assert sorted(e.row["v"] for e in sink.q.drain()) == [i for i in range(30) if i != 13]
     dead = (tmp_path / "dead.ndjson").read_text().splitlines()
     assert len(dead) == 1 and json.loads(json.loads(dead[0])["payload"])["v"] == 13
+
+
+class _Busy(Exception):
+    """What an overloaded server answers (``dsms.runtime.Overloaded`` has the same ``retry_after``)."""
+
+    retry_after = 0.05
+
+
+class _OverloadedSink(_FlakySink):
+    """Refuses the first three batches as overloaded (all or nothing: nothing of them is taken)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals = 3
+
+    async def ingest(self, stream: str, rows: list[dict], ts: list[int]) -> int:
+        if self.refusals:
+            self.refusals -= 1
+            raise _Busy("input backlog over the limit; retry later")
+        n = self.eng.push(stream, rows, ts)
+        self.eng.run()
+        return n
+
+
+def test_an_overloaded_sink_is_waited_for_not_dead_lettered(tmp_path: Path, mosquitto) -> None:
+    from dsms.ingest import MqttIngest
+    sink = _OverloadedSink()
+    sd = sink.eng.streams()[0]
+
+    async def main() -> dict:
+        ing = MqttIngest(sink, sd.name, sd.columns, sd.source, mosquitto.url, tmp_path / "dead.ndjson")
+        await ing.start()
+        try:
+            async with aiomqtt.Client("127.0.0.1", mosquitto.port) as c:
+                for i in range(30):
+                    await c.publish("flaky/s", json.dumps({"v": 100 + i, "ts": 100 + i}), qos=1)
+            for _ in range(1000):
+                if ing.stats["accepted"] >= 30:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await ing.stop()
+        return ing.stats
+
+    st = asyncio.run(main())
+    assert (st["accepted"], st["refused_overloaded"], st["sink_errors"], st["malformed"]) == (30, 3, 0, 0), st
+    assert st["acked"] == 30
+    assert sorted(e.row["v"] for e in sink.q.drain()) == list(range(100, 130))
+    assert not (tmp_path / "dead.ndjson").exists()

@@ -57,7 +57,10 @@ _ELEMENT_PREFIX = re.compile(r"^element \d+: ")     # InputError's own position,
 class Sink(Protocol):
     """What MqttIngest feeds: the server's Runtime, or in tests a thin wrapper over an Engine (push + run).
     It must be all or nothing per call and raise ``dsms.errors.InputError`` (with ``index`` when it can) for
-    input it refuses; that is how column and type validation reaches the dead-letter file."""
+    input it refuses; that is how column and type validation reaches the dead-letter file. An exception with a
+    ``retry_after`` attribute (seconds; the server's ``Overloaded``) means "not now": the source waits and
+    offers the same batch again, leaving its messages unacknowledged meanwhile, so the broker holds back what
+    follows (its in-flight window is full) instead of anything being dead-lettered."""
 
     async def ingest(self, stream: str, rows: list[dict], ts: list[int]) -> int: ...
 
@@ -204,7 +207,8 @@ class MqttIngest:
         self._client: Client | None = None
         self._down_since: float | None = None     # monotonic; set when a live connection is lost
         self._n = {"received": 0, "accepted": 0, "malformed": 0, "late": 0, "dropped": 0, "ignored": 0,
-                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0, "acked": 0}
+                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0, "acked": 0,
+                   "refused_overloaded": 0}
         self._link = Link()
         self._session_present: bool | None = None
         self._down_total = 0.0
@@ -499,6 +503,11 @@ class MqttIngest:
                         self._malformed(d.msg, reason)
                     continue
                 except Exception as e:  # noqa: BLE001 - a broken sink must not kill the source
+                    retry = getattr(e, "retry_after", None)
+                    if isinstance(retry, int | float) and not isinstance(retry, bool):
+                        self._n["refused_overloaded"] += 1      # nothing was taken: offer it all again later
+                        await asyncio.sleep(min(max(float(retry), 0.05), 5.0))
+                        continue
                     if len(pending) > 1:
                         # Which message made it fail is unknown: offer them one at a time, so one poison
                         # message costs only itself and the rest of its batch still gets in.
