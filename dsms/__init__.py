@@ -4,4 +4,6 @@ from dsms.batch import Element
 from dsms.engine import Engine, Query
 from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError
 
+__version__ = "0.1.0"     # pyproject.toml reads it from here
+
 __all__ = ["Engine", "Query", "Element", "CQLError", "SchemaError", "InputError", "ConflictError", "DsmsError"]

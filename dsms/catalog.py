@@ -14,10 +14,13 @@ from dsms.errors import ConflictError, SchemaError
 
 @dataclass
 class StreamDef:
+    """``time``: "event" (each element carries its timestamp) or "arrival" (stamped when it arrives)."""
+
     name: str
     columns: list[tuple[str, str]]
     source: ast.MqttSource | None = None
     kind: str = "stream"
+    time: str = "event"
 
 
 @dataclass

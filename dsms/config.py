@@ -154,11 +154,33 @@ class Config:
         return self.values["mqtt_url"]
 
     def public(self) -> dict[str, Any]:
-        """The settings with the token masked, for ``GET /system`` and logs (the token is never shown)."""
+        """The settings with every secret masked, for ``GET /system`` and logs: the token, and the password of
+        the MQTT broker URL (issue 18: ``mqtt://alice:secret@...`` was served to anyone)."""
         out = copy.deepcopy(self.values)
         if out.get("token") is not None:
             out["token"] = "***"
+        out["mqtt_url"] = redact_url(out["mqtt_url"])
         return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its user information replaced by ``***``, for responses, logs and errors:
+    a broker password never leaves the process (issue 18). The one masking function of the project.
+
+    >>> redact_url("mqtt://alice:s3cr@t@broker:1883/x"), redact_url("mqtts://broker"), redact_url("mqtt://bob@h")
+    ('mqtt://alice:***@broker:1883/x', 'mqtts://broker', 'mqtt://bob@h')
+    >>> redact_url("mqtt://al:a/b@h/x"), redact_url("al:pw@h")
+    ('mqtt://al:***@h/x', '<not a URL>')
+    """
+    if not isinstance(url, str):
+        return "<not a string>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "<not a URL>" if "@" in url or ":" in url else url
+    userinfo, at, host = rest.rpartition("@")       # the last '@': a password may hold '/' or '@'
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any], where: str, prefix: str = "") -> None:
@@ -210,7 +232,7 @@ def _validate(values: dict[str, Any]) -> None:
                           "could read anything")
     url = values["mqtt_url"]
     if not (url.startswith("mqtt://") or url.startswith("mqtts://")):
-        raise ConfigError(f"setting 'mqtt_url' must start with mqtt:// or mqtts://, not {url!r}")
+        raise ConfigError(f"setting 'mqtt_url' must start with mqtt:// or mqtts://, not {redact_url(url)!r}")
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None,

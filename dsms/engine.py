@@ -7,18 +7,19 @@ output. Only application timestamps decide results; nothing here reads the wall 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from control_tables import Knob, Registry
+from dsms import introspect
 from dsms.batch import Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
-from dsms.errors import ConflictError, CQLError, InputError, SchemaError
+from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError, SchemaError
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -26,12 +27,21 @@ from dsms.plan.binder import Binder
 from dsms.plan.explain import explain_text, explain_xml, plan_entities
 from dsms.plan.physical import PhysicalPlanner
 from dsms.plan.rules import optimize
+from dsms.plan.rules.reduce_for_approximation import reduce_for_approximation
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
 from dsms.types import check_timestamps, numpy_dtype, to_ticks, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
+
+
+def stream_time(s: ast.RegisterStream) -> str:
+    """"event" or "arrival": as written, else arrival for an MQTT source without a TIMESTAMP field (its
+    messages carry no time), else event (docs/cql.md, "Event time and arrival time")."""
+    if s.time is not None:
+        return s.time.lower()
+    return "arrival" if s.source is not None and not s.source.timestamp_field else "event"
 
 
 class Query:
@@ -42,6 +52,9 @@ class Query:
         self.definition = qdef
         self.reader = reader
         self.node = node
+        self._overflows_seen: dict[str, int] = {}     # per operator: overflow messages already raised
+        #: the static approximation asked for at registration ({"window": f, "sample": g}; empty: none)
+        self.reduction: dict[str, float] = {}
 
     @property
     def id(self) -> str:
@@ -84,12 +97,27 @@ class Query:
             out.append(item)
 
     def drain(self) -> list[Element]:
+        """The results produced so far, as elements. Raises :class:`ResultOverflowError` first if an INT SUM of
+        the query left int64 since the last drain (the rows concerned are left out; the next drain returns
+        the rest, dsms/operators/int_sums.py)."""
+        self._raise_overflows()
         names = [c for c, _ in self.definition.columns]
         out: list[Element] = []
         for b in self.drain_batches():
             for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
                 out.append(Element(t, s, dict(zip(names, row))))
         return out
+
+    def _raise_overflows(self) -> None:
+        seen = self._overflows_seen
+        new: list[str] = []
+        for op in self.engine.ops:
+            errors = getattr(op, "overflow_errors", None)
+            if errors and self.id in op.owners and len(errors) > seen.get(op.id, 0):
+                new += errors[seen.get(op.id, 0):]
+                seen[op.id] = len(errors)
+        if new:
+            raise ResultOverflowError("; ".join(new))
 
     def __repr__(self) -> str:
         return f"Query({self.id}, {self.kind}, {self.schema})"
@@ -263,6 +291,19 @@ class Engine:
                 return op.snapshot()
         return None
 
+    def contents(self, query_id: str) -> list[tuple]:
+        """The current contents of a relation-valued query: every row its results have inserted and not
+        deleted (a row held twice is listed twice), as of the results produced so far. The server sends them
+        to a new reader before the changelog (docs/http-api.md)."""
+        q = self.query(query_id)
+        if q.kind != L.RELATION:
+            raise SchemaError(f"query '{query_id}' is a stream; only a relation has contents")
+        for op in self.ops:
+            if isinstance(op, ChangelogOp) and op.output is q.reader.queue:
+                live = op.snapshot()
+                return list(live.rows()) if live is not None else []
+        return []
+
     # ---------------------------------------------------------------- statements
 
     def execute(self, text: str):
@@ -279,20 +320,26 @@ class Engine:
     def _execute(self, s, text: str | None):
         if isinstance(s, ast.RegisterStream | ast.RegisterRelation):
             cols = self._columns(s)
-            obj = StreamDef(s.name, cols, s.source) if isinstance(s, ast.RegisterStream) \
+            obj = StreamDef(s.name, cols, s.source, time=stream_time(s)) if isinstance(s, ast.RegisterStream) \
                 else RelationDef(s.name, cols)
             self.catalog.add(s.name, obj)
             q = self.new_queue()
             self.sources[s.name.lower()] = Source(obj, q)
             return obj
         if isinstance(s, ast.RegisterQuery):
-            return self._register(s.query, s.name, text, publish=s.publish_topic)
+            return self._register(s.query, s.name, text, publish=s.publish_topic, approximate=dict(s.approximate))
         if isinstance(s, ast.RegisterView):
             return self._register(s.query, s.name, text, view=True)
         if isinstance(s, ast.QueryStatement):
             return self._register(s.query, None, text)
         if isinstance(s, ast.Drop):
             return self.drop(s.name, s.kind)
+        if isinstance(s, ast.Show):
+            return introspect.show(self, s.what)
+        if isinstance(s, ast.Describe):
+            return introspect.describe(self, s.name)
+        if isinstance(s, ast.Explain):
+            return introspect.explain(self, s)
         raise CQLError(f"unsupported statement {type(s).__name__}")
 
     @staticmethod
@@ -309,15 +356,20 @@ class Engine:
         return cols
 
     def _register(self, query, name: str | None, text: str | None, view: bool = False,
-                  publish: str | None = None) -> Query:
+                  publish: str | None = None, approximate: dict[str, float] | None = None) -> Query:
         if name is not None and self.catalog.get(name) is not None:
             raise ConflictError(f"'{name}' is already registered")
         binder = Binder(self.catalog, {})
         bound = binder.bind_statement_query(query, as_view=view)
-        node = optimize(bound.node)
+        node = bound.node
+        if approximate:                  # static approximation (R-APX-02): smaller windows, lower samples
+            node = reduce_for_approximation(node, approximate.get("WINDOW", 1.0), approximate.get("SAMPLE", 1.0))
+        node = optimize(node)
         root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
-        return self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
-                             set(binder.depends), view, publish)
+        query = self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
+                              set(binder.depends), view, publish)
+        query.reduction = {k.lower(): v for k, v in (approximate or {}).items()}
+        return query
 
     def _install(self, root, kind: str, columns: list[tuple[str, str]], name: str | None, text: str,
                  depends: set[str], view: bool = False, publish: str | None = None) -> Query:
@@ -348,6 +400,8 @@ class Engine:
                         if e.id in self.registry:
                             self.registry.remove(e.id)
             self.ops = [op for op in self.ops if op.owners]
+            self._forget_unused_queues()      # and the queues it made: a failed statement leaves nothing
+            self._next["q"] -= 1              # the next query gets the id this one would have had
             self._plan_changed()
             raise
         query = Query(self, qdef, out.reader(), root)
@@ -514,6 +568,7 @@ class Engine:
             q = self.query(name)
         except SchemaError:
             raise SchemaError(f"nothing named '{name}' to drop") from None
+        self._check_drop_kind(q, name, kind)
         if q.name is not None:
             users = [o.name or o.id for o in self.query_list.values()
                      if o is not q and q.name.lower() in o.definition.depends_on]
@@ -531,16 +586,31 @@ class Engine:
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)
-        live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
-        for x in self.queues:
-            if id(x) not in live and x.id in self.registry:
-                self.registry.remove(x.id)
-        self.queues = [x for x in self.queues if id(x) in live]
+        self._forget_unused_queues()
         self._plan_changed()
         del self.query_list[q.id]
         if q.name is not None:
             self.catalog.remove(q.name)
         return q.id
+
+    def _forget_unused_queues(self) -> None:
+        """Take out of the plan every queue that no operator writes and that is no input's."""
+        live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
+        for x in self.queues:
+            if id(x) not in live and x.id in self.registry:
+                self.registry.remove(x.id)
+        self.queues = [x for x in self.queues if id(x) in live]
+
+    @staticmethod
+    def _check_drop_kind(q: Query, name: str, kind: str | None) -> None:
+        """DROP VIEW drops a view; DROP QUERY a query or a view (a view is a named query); DROP STREAM a
+        stream-valued query (PIPES' ``CREATE STREAM x AS ...`` makes one); DROP RELATION never a query."""
+        is_view = q.definition.is_view
+        ok = (kind is None or kind == "QUERY" or (kind == "VIEW" and is_view)
+              or (kind == "STREAM" and q.kind == "stream" and not is_view))
+        if not ok:
+            what = "a view" if is_view else f"a {q.kind}-valued query"
+            raise SchemaError(f"'{name}' is {what}, not a {kind.lower()}; use DROP {'VIEW' if is_view else 'QUERY'}")
 
     # ---------------------------------------------------------------- input
 
@@ -559,12 +629,13 @@ class Engine:
         return self.apply(name, batch) if batch is not None else 0
 
     def prepare(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
-                ts: int | Sequence[int]) -> Batch | None:
+                ts: int | Sequence[int], *, show: Callable[[int], str] = str) -> Batch | None:
         """Validate and convert stream input without applying it (the server archives it in between);
-        raises InputError naming the first bad element. None when there are no rows."""
+        raises InputError naming the first bad element (``show`` writes a timestamp in its message: the
+        server answers in ISO 8601 a client that sent ISO). None when there are no rows."""
         src = self._source(name, "stream")
         cols, n = self._convert(src, rows)
-        ts_arr = self._timestamps(src, ts, n)
+        ts_arr = self._timestamps(src, ts, n, show)
         if n == 0:
             return None
         return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
@@ -600,15 +671,15 @@ class Engine:
         return self.apply_update(name, change)
 
     def prepare_update(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int],
-                       sign: Sequence[int] | None = None) -> RelationChange | None:
+                       sign: Sequence[int] | None = None, *, show: Callable[[int], str] = str) -> RelationChange | None:
         """Validate relation changes without applying them (the server archives them in between): rows or
         columns as for ``push``, one timestamp or one per row (never decreasing), ``sign`` +1 (insert, the
         default) or -1 (delete) per row. Within an instant inserts come before deletes, and every delete
-        must match a row live at its instant. Raises InputError naming the first bad element; None when
-        there are no rows."""
+        must match a row live at its instant. Raises InputError naming the first bad element (timestamps
+        written by ``show``, as for ``prepare``); None when there are no rows."""
         src = self._source(name, "relation")
         cols, n = self._convert(src, rows)
-        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier)
+        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, show)
         if sign is None:
             sign_arr = np.ones(n, np.int8)
         else:
@@ -710,8 +781,8 @@ class Engine:
             raise SchemaError(f"no stream or relation named '{name}'")
         return src
 
-    def _timestamps(self, src: Source, ts, n: int) -> np.ndarray:
-        return check_timestamps(src.obj.name, ts, n, src.frontier)
+    def _timestamps(self, src: Source, ts, n: int, show: Callable[[int], str] = str) -> np.ndarray:
+        return check_timestamps(src.obj.name, ts, n, src.frontier, show)
 
     def _convert(self, src: Source, rows, offset: int = 0) -> tuple[list[np.ndarray], int]:
         """Validate and convert input rows to columns; raises InputError naming the first bad element."""

@@ -27,11 +27,13 @@ from dsms.system import EngineSystem
 from scheduler import POLICIES, Policy
 from synopses import RelationSynopsis, SortedRunIndexSynopsis, StateSynopsis, WindowSynopsis
 from synopses.shared_store import SharedWindowStore
+from synopses.state import RowStateSynopsis
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
              SemiJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp, ChangelogOp,
              SnapshotOp)
-SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis)
+SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis,
+            RowStateSynopsis)
 
 INTRO = """# Control tables
 
@@ -58,7 +60,19 @@ What the knobs do:
 - `memory` (window synopses): a budget in bytes; over it the oldest tuples leave the window early, at the
   current instant (STREAM's w = floor(M / tuple size), digest-004 P-18), `evicted` counts them and
   `approximate` turns true. On other synopses the budget is recorded and reported against `bytes`.
+- `kind` (the row state of DISTINCT, UNION, EXCEPT and INTERSECT: `row_state` synopses): `exact` (the default)
+  or `bloom`, a Bloom filter sized by `bloom_rows` and `fp_rate` (a counting one when the input deletes). The
+  switch applies from the next instant; exact to bloom hands every exact count over, bloom to exact drains the
+  filter (`in_effect` reads `draining`) until the rows it held have left. Any other kind is refused.
+  docs/approximate-synopses.md.
 """
+
+
+def summary(cls: type) -> str:
+    """The first paragraph of a class's docstring as one line (a docstring wraps lines mid-sentence; the first
+    line alone would cut the sentence)."""
+    doc = (cls.__doc__ or "").strip()
+    return " ".join(line.strip() for line in doc.split("\n\n", 1)[0].splitlines())
 
 
 def render() -> str:
@@ -66,7 +80,7 @@ def render() -> str:
              "## Operators\n", "Every operator has the base table:\n", attribute_table(Operator), ""]
     for cls in OPERATORS:
         own = [a for name, a in cls.control_attributes().items() if name not in Operator.control_attributes()]
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        doc = summary(cls)
         parts.append(f"### `{cls.kind}` ({cls.__name__})\n")
         if doc:
             parts.append(doc + "\n")
@@ -88,6 +102,8 @@ def render() -> str:
     parts.append("## Synopses\n")
     for cls in SYNOPSES:
         parts.append(f"### `{cls.kind}` ({cls.__name__})\n")
+        if summary(cls):
+            parts.append(summary(cls) + "\n")
         parts.append(attribute_table(cls))
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"

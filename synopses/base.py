@@ -42,6 +42,8 @@ def deep_bytes(obj, _seen: set[int] | None = None) -> int:
             total += deep_bytes(x, seen)
     elif isinstance(obj, np.ndarray):
         total = array_bytes(obj)
+    elif callable(getattr(obj, "nbytes", None)):
+        total += obj.nbytes()           # an object that counts its own bytes (a sketch held by a library)
     elif hasattr(obj, "__slots__"):
         for name in obj.__slots__:
             total += deep_bytes(getattr(obj, name, None), seen)

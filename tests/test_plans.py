@@ -94,6 +94,28 @@ def test_explain_formats():
     assert eng.explain(q.id, "xml").startswith("<plan")
 
 
+def test_explain_json_lists_synopses_with_their_operator_and_shared_store():
+    eng = make()
+    q1 = eng.execute("SELECT B, COUNT(*) AS n FROM R [RANGE 10] GROUP BY B")
+    q2 = eng.execute("SELECT B, MAX(A) AS m FROM R [RANGE 20] GROUP BY B")
+    p1, p2 = eng.explain(q1.id, "json"), eng.explain(q2.id, "json")
+    for plan, q in ((p1, q1), (p2, q2)):
+        window = next(op for op in plan["operators"] if op["kind"] == "range_window")
+        syns = {s["id"]: s for s in plan["synopses"]}
+        own = [s for s in syns.values() if window["id"] in s["operators"]]
+        assert {s["kind"] for s in own} == {"window", "shared_store"}
+        win = next(s for s in own if s["kind"] == "window")
+        store = syns[win["store"]]
+        assert store["kind"] == "shared_store" and store["shared"] and store["owners"] == sorted([q1.id, q2.id])
+        assert win["owners"] == [q.id] and not win["shared"]
+        agg = next(op for op in plan["operators"] if op["kind"] == "aggregate")
+        assert any(agg["id"] in s["operators"] for s in syns.values())
+        registered = {e["id"] for e in eng.entities() if e["id"].startswith("syn:")}
+        assert set(syns) <= registered
+    assert {s["id"] for s in p1["synopses"] if s["kind"] == "shared_store"} == \
+        {s["id"] for s in p2["synopses"] if s["kind"] == "shared_store"}
+
+
 def test_xml_plan_roundtrip_gives_same_results():
     eng = make()
     q = eng.execute("SELECT B, COUNT(*) AS n, MAX(A) AS m FROM R [RANGE 5] GROUP BY B HAVING COUNT(*) >= 1")

@@ -21,11 +21,14 @@ def describe_source(obj: StreamDef | RelationDef, rt: Runtime | None = None) -> 
     out: dict[str, Any] = {"name": obj.name, "kind": obj.kind, "columns": columns(obj.columns)}
     src = getattr(obj, "source", None)
     if obj.kind == "stream":
+        out["time"] = getattr(obj, "time", "event")
         out["source"] = None if src is None else {"mqtt": src.topic, "format": src.format,
                                                   "timestamp": src.timestamp_field}
     if rt is not None:
         out["stats"] = rt.source_stats(obj.name)
         out["used_by"] = rt.used_by(obj.name)
+        if src is not None and obj.kind == "stream":
+            out["connection"] = rt.mqtt_connection(obj.name)
     return out
 
 

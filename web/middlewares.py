@@ -66,9 +66,12 @@ def error_response(exc: BaseException) -> web.Response:
     if isinstance(exc, Overloaded):
         return json_error(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)})
     if isinstance(exc, SchemaError):
-        return json_error(400, "schema error", str(exc), **_partial(exc))
-    if isinstance(exc, NoSuchEntityError | NoSuchAttributeError):
+        return json_error(400, "schema error", str(exc), line=getattr(exc, "line", None),
+                          column=getattr(exc, "column", None), **_partial(exc))
+    if isinstance(exc, NoSuchEntityError):
         return json_error(404, "not found", str(exc), **_ct_extra(exc))
+    if isinstance(exc, NoSuchAttributeError):       # a bad body for an entity that exists: 400, as a read-only
+        return json_error(400, "refused", str(exc), **_ct_extra(exc))     # or out-of-range write is
     if isinstance(exc, ControlTableError):
         return json_error(400, "refused", str(exc), **_ct_extra(exc))
     if isinstance(exc, UnsupportedMediaType):

@@ -76,6 +76,24 @@ _SCHEMAS: dict[str, Any] = {
         "statement": {"type": "integer", "description": "index of the failing statement of a /cql request"},
         "done": {"type": "array", "items": _ref("CqlResult"),
                  "description": "what the statements before the failing one created (they stay applied)"}}},
+    "ReplayRequest": {"type": "object", "properties": {
+        "query": {"type": "string", "description": "CQL of the query to run (or query_id)"},
+        "query_id": {"type": "string", "description": "a registered query's id or name (or query)"},
+        "from": {"type": ["integer", "string"], "description": "first instant written (ms or ISO 8601)"},
+        "to": {"type": ["integer", "string"], "description": "end instant, exclusive"},
+        "master": {"type": "string", "default": "local[*]", "description": "local[N], local[*], spark://host:port"},
+        "partitions": {"type": "integer", "minimum": 1},
+        "strategy": {"enum": ["key-partitioned", "time-sliced", "single"],
+                     "description": "force a strategy (refused when the plan does not allow it)"}}},
+    "Replay": {"type": "object", "required": ["id", "state"], "properties": {
+        "id": {"type": "string"}, "state": {"enum": ["queued", "running", "done", "failed"]},
+        "request": _ref("ReplayRequest"),
+        "plan": {"type": "object", "description": "strategy, partitions, why, partition_key, warmup"},
+        "schema": {"type": "array", "items": _ref("Column")},
+        "progress": {"type": "object", "description": "tasks_done, tasks, rows (input), results"},
+        "summary": {"type": "object", "description": "once done: rows_in, results, instants, seconds, ..."},
+        "error": {"type": "string", "description": "why it failed"},
+        "results": {"type": "string", "description": "path of the results"}}},
     "Column": {"type": "object", "required": ["name", "type"], "properties": {
         "name": {"type": "string"},
         "type": {"type": "string", "enum": ["INT", "FLOAT", "STRING", "BOOLEAN", "TIMESTAMP"]}}},
@@ -105,8 +123,12 @@ _SCHEMAS: dict[str, Any] = {
             "retained": {"type": "integer"}, "retention": {"type": "integer"},
             "missed_by_readers": {"type": "integer"}}}}},
     "CqlResult": {"type": "object", "description": "what one statement did: created (stream, relation, query, "
-                                                   "view) with its description, or dropped",
-                  "properties": {"created": {"type": "string"}, "dropped": {"type": "string"}}},
+                                                   "view) with its description, dropped, or what SHOW, DESCRIBE "
+                                                   "or EXPLAIN answered (docs/cql.md)",
+                  "properties": {"created": {"type": "string"}, "dropped": {"type": "string"},
+                                 "show": {"type": "string"}, "header": {"type": "array", "items": {"type": "string"}},
+                                 "rows": {"type": "array", "items": {"type": "object"}},
+                                 "describe": {"type": "string"}, "explain": {"type": "string"}}},
     "InputItem": {"description": "an element, a heartbeat, a punctuation (ignored, counted), a columnar batch, "
                                  "or (relations) an insert/delete group",
                   "oneOf": [
@@ -144,14 +166,15 @@ _RESULT_CONTENT = {
 
 def _paths() -> dict[str, Any]:
     p: dict[str, Any] = {}
-    p["/"] = {"get": _op("HTML page listing streams, relations and queries",
+    p["/"] = {"get": _op("The web GUI (docs/gui.md), with a plain listing of the catalog for browsers without scripts",
                          {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
                          tag="index")}
     p["/cql"] = {"post": _op(
-        "Run CQL statements in order (text body, or JSON {cql})",
+        "Run CQL statements in order (text body, or JSON {cql}); a bare SELECT is refused (POST /queries runs one)",
         {"200": _json({"type": "object", "properties": {"results": {"type": "array", "items": _ref("CqlResult")}}},
-                      "what each statement created or dropped"),
-         "400": _err("parse/bind error: line, column, expected; statement index and what was done before"),
+                      "what each statement created, dropped, showed (SHOW, DESCRIBE) or explained (EXPLAIN)"),
+         "400": _err("parse/bind error: line, column (from the start of the body), expected; statement index and "
+                     "what was done before; a bare SELECT"),
          "404": _err("DROP of an unknown name"), "409": _err("a name taken, a DROP of something in use, or limits.max_queries reached"),
          "413": _err("statement text over limits.statement_chars")},
         mutating=True, tag="cql",
@@ -214,11 +237,18 @@ def _paths() -> dict[str, Any]:
     }
     p["/queries/{id}/results"] = {"get": _op(
         "Results, streamed while the query runs (NDJSON, SSE or XML)",
-        {"200": {"description": "a stream of elements, heartbeats and gap markers", "content": _RESULT_CONTENT},
+        {"200": {"description": "a stream of elements, heartbeats and gap markers; a relation's reader first gets "
+                            "its contents (a snapshot item, then elements marked snapshot)", "content": _RESULT_CONTENT},
          "400": _err("bad parameter"), "404": _err("unknown query")},
         params=[_QID,
                 _query_param("format", {"enum": ["ndjson", "sse", "xml"]}, "output format (else by Accept)"),
                 _query_param("from", {"type": ["integer", "string"]}, "replay retained results with ts >= from"),
+                _query_param("ts", {"enum": ["ms", "iso"], "default": "ms"},
+                             "timestamps as milliseconds or as ISO 8601 text"),
+                _query_param("after", {"type": "integer", "minimum": 0},
+                             "resume after this element id (as the Last-Event-ID header does)"),
+                _query_param("snapshot", {"type": "boolean"},
+                             "a relation's current contents first (default: when following without from/after)"),
                 _query_param("follow", {"type": "boolean", "default": True},
                              "false: send what is retained/produced so far, then end"),
                 _query_param("buffer", {"type": "integer", "minimum": 1, "maximum": 1_000_000},
@@ -233,6 +263,27 @@ def _paths() -> dict[str, Any]:
          "400": _err("bad format"), "404": _err("unknown query")},
         params=[_QID, _query_param("format", {"enum": ["json", "xml", "text"]}, "plan format (else by Accept)")],
         tag="queries")}
+    _rid = _path_param("id", "replay id (r1)")
+    p["/replays"] = {
+        "get": _op("Every replay of this server, with its state", {"200": _json(
+            {"type": "array", "items": _ref("Replay")}, "replays")}, tag="replays"),
+        "post": _op("Start a replay of the archive on Spark (docs/replay.md)",
+                    {"202": _json(_ref("Replay"), "accepted: queued or running; Location: /replays/{id}"),
+                     "400": _err("bad request: CQL that does not compile, empty range, no data in the range, "
+                                 "bad master or strategy"),
+                     "404": _err("unknown query id")},
+                    mutating=True, tag="replays", body={"required": True, "content": {"application/json": {
+                        "schema": _ref("ReplayRequest")}}}),
+    }
+    p["/replays/{id}"] = {"get": _op("A replay's state, progress and (once done) its summary",
+                                     {"200": _json(_ref("Replay"), "the replay"), "404": _err("unknown replay")},
+                                     params=[_rid], tag="replays")}
+    p["/replays/{id}/results"] = {"get": _op(
+        "A finished replay's results: NDJSON elements in timestamp order",
+        {"200": {"description": "one element a line, as GET /queries/{id}/results writes them",
+                 "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+         "404": _err("unknown replay"), "409": _err("the replay is queued, running or failed (detail says which)")},
+        params=[_rid], tag="replays")}
     p["/entities"] = {"get": _op(
         "Control tables of every entity, or of one query's",
         {"200": _json({"type": "object", "properties": {"entities": {"type": "array", "items": _ref("Entity")}}},
@@ -258,6 +309,35 @@ def _paths() -> dict[str, Any]:
                      mutating=True, tag="system",
                      body={"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}),
     }
+    p["/entities/{id}/attributes"] = {"get": _op(
+        "One control table for an editor: per attribute its kind (stat|knob), type, unit, range, choices, "
+        "default, description and value; and the change history",
+        {"200": _json({"type": "object", "properties": {
+            "id": {"type": "string"}, "kind": {"type": "string"},
+            "attributes": {"type": "array", "items": {"type": "object"}},
+            "history": {"type": "array", "items": {"type": "object"}}}}, "the control table described"),
+         "404": _err("unknown entity")}, params=[_EID], tag="entities")}
+    p["/stats/stream"] = {"get": _op(
+        "Live statistics for the GUI as server-sent events: the overview (system table, sources with rates, "
+        "queries with result rate, lag and exact/approximate, memory), or one query's entities",
+        {"200": {"description": "one 'data:' JSON snapshot per interval; 'event: end' when the query is dropped",
+                 "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+         "400": _err("bad parameter"), "404": _err("unknown query")},
+        params=[_query_param("query", {"type": "string"}, "one query's plan entities instead of the overview"),
+                _query_param("interval_ms", {"type": "integer", "minimum": 50, "default": 250},
+                             "time between snapshots"),
+                _query_param("follow", {"type": "boolean", "default": True}, "false: one snapshot, then end")],
+        tag="stats")}
+    p["/stats/history"] = {"get": _op(
+        "Sampled memory over the last minutes (one sample a second): totals, or each queue and synopsis of "
+        "one query",
+        {"200": _json({"type": "object", "properties": {
+            "period_s": {"type": "number"}, "t": {"type": "array", "items": {"type": "integer"}},
+            "series": {"type": "object", "additionalProperties": {"type": "array"}},
+            "kinds": {"type": "object", "additionalProperties": {"enum": ["queue", "synopsis"]}}}},
+            "times (ms since the epoch) and one series of bytes per name"),
+         "404": _err("unknown query")},
+        params=[_query_param("query", {"type": "string"}, "this query's queues and synopses")], tag="stats")}
     p["/metrics"] = {"get": _op("Prometheus text format", {"200": {"description": "metrics", "content": {
         "text/plain": {"schema": {"type": "string"}}}}}, tag="metrics")}
     p["/openapi.json"] = {"get": _op("This document", {"200": _json({"type": "object"}, "OpenAPI 3.1")},

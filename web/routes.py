@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from web.handlers import cql, entities, index, metrics, openapi, queries, relations, streams, system
+from web.handlers import (
+    attributes,
+    cql,
+    entities,
+    gui,
+    index,
+    metrics,
+    openapi,
+    queries,
+    relations,
+    replays,
+    stats,
+    streams,
+    system,
+)
 
 ROUTES: list[tuple[str, str, object]] = [
     ("GET", "/", index.index),
@@ -26,11 +40,18 @@ ROUTES: list[tuple[str, str, object]] = [
     ("DELETE", "/queries/{id}", queries.delete_query),
     ("GET", "/queries/{id}/results", queries.get_results),
     ("GET", "/queries/{id}/plan", queries.get_plan),
+    ("GET", "/replays", replays.list_replays),
+    ("POST", "/replays", replays.post_replay),
+    ("GET", "/replays/{id}", replays.get_replay),
+    ("GET", "/replays/{id}/results", replays.get_replay_results),
     ("GET", "/entities", entities.list_entities),
     ("GET", "/entities/{id}", entities.get_entity),
     ("PATCH", "/entities/{id}", entities.patch_entity),
+    ("GET", "/entities/{id}/attributes", attributes.get_attributes),
     ("GET", "/system", system.get_system),
     ("PATCH", "/system", system.patch_system),
+    ("GET", "/stats/stream", stats.stream),
+    ("GET", "/stats/history", stats.history),
     ("GET", "/metrics", metrics.get_metrics),
     ("GET", "/openapi.json", openapi.get_openapi),
 ]
@@ -39,3 +60,5 @@ ROUTES: list[tuple[str, str, object]] = [
 def setup_routes(app: web.Application) -> None:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)  # type: ignore[arg-type]
+    gui.setup(app)
+    replays.setup(app)

@@ -16,9 +16,9 @@ from xml.sax.saxutils import quoteattr
 from aiohttp import web
 
 from dsms.errors import InputError
-from dsms.formats import ENCODERS, Encoder
+from dsms.formats import ENCODERS, Encoder, iso_text
 from dsms.formats.json_codec import dumps
-from dsms.runtime import Closed, Gap, HeartbeatMark, ResultChunk, Runtime
+from dsms.runtime import Closed, Gap, HeartbeatMark, ResultChunk, Runtime, SnapshotMark
 
 KEEPALIVE_S = 15.0
 POLL_S = 1.0
@@ -50,16 +50,20 @@ def pick_format(request: web.Request) -> Encoder:
     return ENCODERS["ndjson"]
 
 
-def _encode(enc: Encoder, items: list) -> tuple[bytes, bool]:
+def _encode(enc: Encoder, items: list, iso: bool = False) -> tuple[bytes, bool]:
+    """The bytes of ``items``; with ``iso`` every timestamp is ISO 8601 text (``?ts=iso``)."""
+    show = iso_text if iso else (lambda t: t)
     parts = []
     closed = False
     for it in items:
         if isinstance(it, ResultChunk):
-            parts.append(it.encode(enc))
+            parts.append(it.encode(enc, iso))
         elif isinstance(it, HeartbeatMark):
-            parts.append(enc.heartbeat(it.ts))
+            parts.append(enc.heartbeat(show(it.ts)))
         elif isinstance(it, Gap):
-            parts.append(enc.gap(it.missed, it.from_ts, it.to_ts))
+            parts.append(enc.gap(it.missed, *(None if t is None else show(t) for t in (it.from_ts, it.to_ts))))
+        elif isinstance(it, SnapshotMark):
+            parts.append(enc.snapshot(show(it.ts), it.rows))
         elif isinstance(it, Closed):
             parts.append(closed_message(enc, it))
             closed = True
@@ -85,11 +89,13 @@ def closed_message(enc: Encoder, c: Closed) -> bytes:
 
 
 async def stream_results(request: web.Request, rt: Runtime, query_id: str, label: str, *, from_ts: int | None,
-                         follow: bool, buffer: int | None) -> web.StreamResponse:
+                         follow: bool, buffer: int | None, after: int | None = None,
+                         snapshot: bool = False, iso: bool = False) -> web.StreamResponse:
     """Serve one query's results until the client leaves, the query is dropped or (``follow=false``) the
-    retained and already produced results have been sent."""
+    retained and already produced results have been sent. ``after`` resumes after an element id (SSE's
+    Last-Event-ID); ``snapshot`` starts a relation's reader with its current contents."""
     enc = pick_format(request)
-    sub = rt.subscribe(query_id, from_ts=from_ts, buffer=buffer)
+    sub = rt.subscribe(query_id, from_ts=from_ts, buffer=buffer, after=after, snapshot=snapshot)
     resp = web.StreamResponse(headers={"Content-Type": f"{enc.content_type}; charset=utf-8",
                                        "X-Dsms-Query": query_id, **enc.extra_headers})
     try:
@@ -99,7 +105,7 @@ async def stream_results(request: web.Request, rt: Runtime, query_id: str, label
         while True:
             items = await sub.get(timeout=0 if not follow else POLL_S)
             if items:
-                data, closed = _encode(enc, items)
+                data, closed = _encode(enc, items, iso)
                 if data:
                     await resp.write(data)
                     last_write = time.monotonic()

@@ -23,7 +23,9 @@ modes, so an fsynced frame can never sit in a file the directory forgot.
 
 On open (write mode) every segment is scanned, checking each CRC, to rebuild the small in-memory index
 (segment, smallest and largest timestamp, frames, bytes); the last segment of each input, the only one a crash
-can tear, is truncated to its last whole frame, and :attr:`Archive.recovery` says what was cut.
+can tear, is truncated to its last whole frame, and :attr:`Archive.recovery` says what was cut. A damaged frame
+with valid frames after it is skipped, never cut: :attr:`Archive.damage` lists each damaged region with the
+sequence numbers and timestamps it lost, and its bytes are kept under ``archive/.quarantine/``.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
 import numpy as np
 
+from dsms.archive.damage import LostFrames, quarantine
 from dsms.archive.frames import (
     KIND_HEARTBEAT,
     ArchiveCorrupt,
@@ -54,7 +57,14 @@ from dsms.archive.frames import (
     encode_heartbeat,
     unpack_payload,
 )
-from dsms.archive.segment import Segment, SegmentInfo, fsync_dir, parse_segment_name, read_frames
+from dsms.archive.segment import (
+    Segment,
+    SegmentInfo,
+    fsync_dir,
+    parse_segment_name,
+    read_frames,
+    segment_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +74,7 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 MIN_SEGMENT_BYTES = 64  # small enough for tests to roll every frame, large enough to hold a header
 ARCHIVE_DIRNAME = "archive"
 LOCK_NAME = ".lock"  # a dot cannot occur in an input name, so the lock never collides with an input
+DAMAGE_SHOWN = 100  # damaged regions listed in stats(); damage_report() has them all
 MAX_NAME_LENGTH = 200  # well inside the 255-byte file name limit of common filesystems
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_]+")
@@ -149,6 +160,8 @@ class Archive:
         self.data_dir = Path(data_dir)
         self.root = self.data_dir / ARCHIVE_DIRNAME
         self.recovery: list[Recovery] = []
+        self.damage: list[LostFrames] = []
+        """Every damaged region found (on open, or by a read that met a frame it could not decode)."""
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
         self._inputs: dict[str, _Input] = {}
@@ -226,22 +239,58 @@ class Archive:
         found = sorted((seq, p) for p in directory.iterdir()
                        if p.is_file() and (seq := parse_segment_name(p.name)) is not None)
         segments: list[Segment] = []
+        kept: dict[tuple[Path, int], Path] = {}
         for i, (_, path) in enumerate(found):
             last = i == len(found) - 1
-            seg = Segment.open(path, write=last and not self.read_only, fsync=self._fsync != "never")
+
+            def keep(offset: int, data: bytes, path: Path = path) -> None:
+                kept[(path, offset)] = quarantine(self.root, name, path, offset, data)
+            seg = Segment.open(path, write=last and not self.read_only, fsync=self._fsync != "never",
+                               keep=None if self.read_only else keep)
             if seg.torn_reason is not None:
                 torn = seg.truncated_bytes if seg.writable else path.stat().st_size - seg.size
                 self.recovery.append(Recovery(name, path, seg.size, torn, seg.writable, seg.torn_reason))
             if segments and segments[-1].next_seq != seg.first_seq:
-                log.warning("archive input %s: frames %d..%d are missing before %s", name,
-                            segments[-1].next_seq, seg.first_seq - 1, path.name)
+                prev = segments[-1]
+                _settle_lost(prev, seg.first_seq)
+                if prev.next_seq < seg.first_seq:          # retention only deletes at the front: a lost file
+                    gap = seg.first_seq - prev.next_seq
+                    self.damage.append(LostFrames(name, directory / segment_name(prev.next_seq), 0, 0,
+                                                  prev.next_seq, gap, prev.max_ts, seg.min_ts,
+                                                  "segment file missing", None))
+                    log.warning("archive input %s: frames #%d to #%d are missing before %s (a segment file "
+                                "was deleted?)", name, prev.next_seq, seg.first_seq - 1, path.name)
+                elif prev.next_seq != seg.first_seq:
+                    log.warning("archive input %s: %s starts at frame #%d, inside the previous segment",
+                                name, path.name, seg.first_seq)
             segments.append(seg)
+        for seg in segments:
+            for f in seg.found:
+                d = f.damage
+                lost = LostFrames(name, seg.path, d.offset, d.end, f.seq, d.frames_lost, f.after_ts, f.before_ts,
+                                  d.reason, kept.get((seg.path, d.offset)), d.repaired)
+                self.damage.append(lost)
+                if d.repaired:
+                    log.warning("archive %s, offset %d: frame #%d had a damaged length field (%s); repaired",
+                                seg.path, d.offset, f.seq, d.reason)
+                elif not d.tail or d.frames_lost:
+                    log.warning("archive %s, offset %d: %d damaged byte(s) (%s) skipped: %d frame(s) lost, #%d "
+                                "to #%d, timestamps %s to %s; bytes kept in %s", seg.path, d.offset,
+                                d.end - d.offset, d.reason, d.frames_lost, f.seq, f.seq + d.frames_lost - 1,
+                                f.after_ts, f.before_ts, lost.quarantine)
         return _Input(name, directory, segments)
 
     @property
     def truncated_bytes(self) -> int:
         """Bytes cut off torn tails when this archive was opened."""
         return sum(r.torn_bytes for r in self.recovery if r.truncated)
+
+    def damage_report(self) -> list[dict[str, Any]]:
+        """:attr:`damage` as JSON-ready dicts (for ``/system`` and tools): every damaged region, what it lost
+        (``frames``, ``seqs``, the timestamps ``after_ts``..``before_ts`` the lost elements lie between) and
+        where its bytes were kept."""
+        with self._lock:
+            return [d.as_dict() for d in self.damage]
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -404,7 +453,8 @@ class Archive:
                 try:
                     rec = decode_record(unpack_payload(frame.payload), input, seq)
                 except ArchiveCorrupt as e:
-                    raise ArchiveCorrupt(f"{info.path}, frame at offset {frame.offset}: {e}") from e
+                    self._undecodable(input, info, seq, frame, e)
+                    continue
                 if not ranged:
                     yield rec
                 elif rec.kind == KIND_HEARTBEAT:
@@ -420,6 +470,19 @@ class Archive:
                         yield rec
                     elif mask.any():
                         yield rec.select(mask)
+
+    def _undecodable(self, input: str, info: SegmentInfo, seq: int, frame: Any, e: ArchiveCorrupt) -> None:
+        """A checksummed frame whose columns do not decode (the open checks only its timestamps): skipped
+        like any damaged frame, recorded in :attr:`damage` once, logged and quarantined."""
+        with self._lock:
+            if any(d.segment == info.path and d.offset == frame.offset for d in self.damage):
+                return
+            kept = None if self.read_only else quarantine(self.root, input, info.path, frame.offset,
+                                                         encode_frame(frame.payload))
+            self.damage.append(LostFrames(input, info.path, frame.offset, frame.offset + frame.size, seq, 1,
+                                          None, None, f"payload does not decode ({e})", kept))
+        log.warning("archive %s, offset %d: frame #%d does not decode (%s); skipped, bytes kept in %s",
+                    info.path, frame.offset, seq, e, kept)
 
     def inputs(self) -> list[str]:
         """Names of the archived inputs, sorted."""
@@ -446,9 +509,11 @@ class Archive:
             inp = self._inputs.get(input)
             return [s.info() for s in inp.segments] if inp else []
 
-    def stats(self) -> dict[str, int]:
-        """Counters for the archive's control table: what this process appended and synced, and what is
-        still waiting for a group commit."""
+    def stats(self) -> dict[str, Any]:
+        """Counters for the archive's control table: what this process appended and synced, what is still
+        waiting for a group commit, what opening and reading found damaged; and ``damage``, the first
+        :data:`DAMAGE_SHOWN` damaged regions as :meth:`damage_report` gives them (so ``GET /system`` says which
+        elements were lost)."""
         with self._lock:
             return {
                 "inputs": len(self._inputs),
@@ -461,6 +526,11 @@ class Archive:
                 "syncs": self._syncs,
                 "deleted_segments": self._deleted_segments,
                 "truncated_bytes": self.truncated_bytes,
+                "damaged_regions": sum(1 for d in self.damage if not d.repaired),
+                "lost_frames": sum(d.frames for d in self.damage),
+                "repaired_frames": sum(1 for d in self.damage if d.repaired),
+                "quarantined_bytes": sum(d.end - d.offset for d in self.damage if d.quarantine is not None),
+                "damage": [d.as_dict() for d in self.damage[:DAMAGE_SHOWN]],
             }
 
     # -- closing ---------------------------------------------------------------------------------------------
@@ -499,6 +569,21 @@ class Archive:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self.read_only else f"fsync={self._fsync}")
         return f"Archive({str(self.data_dir)!r}, {state}, inputs={len(self._inputs)})"
+
+
+def _settle_lost(seg: Segment, next_first_seq: int) -> None:
+    """The frames a damaged segment lost, made exact from the next segment's first sequence number: the last
+    damaged region that lost frames (or the torn tail) takes what is missing."""
+    missing = next_first_seq - seg.next_seq
+    for i in range(len(seg.found) - 1, -1, -1):
+        f = seg.found[i]
+        if f.damage.repaired or f.damage.frames_lost + missing < 0:
+            continue
+        d = replace(f.damage, frames_lost=f.damage.frames_lost + missing)
+        seg.found[i] = replace(f, damage=d)
+        seg.damage[seg.damage.index(f.damage)] = d
+        seg.lost += missing
+        return
 
 
 def _check_fsync(mode: object) -> str:

@@ -79,12 +79,14 @@ class FuncCall:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """COUNT, SUM, AVG, MIN, MAX (upper-case). ``arg`` is None for ``COUNT(*)``."""
+    """COUNT, SUM, AVG, MIN, MAX and the APPROX_ aggregates (upper-case). ``arg`` is None for ``COUNT(*)``;
+    ``param`` is APPROX_QUANTILE's fraction or APPROX_TOP_K's k."""
 
     func: str
     arg: Expr | None
     distinct: bool = False
     pos: Pos = _pos()
+    param: float | int | None = None
 
 
 @dataclass(frozen=True)
@@ -272,10 +274,14 @@ class MqttSource:
 
 @dataclass(frozen=True)
 class RegisterStream:
+    """``REGISTER STREAM name (cols) [TIME EVENT|ARRIVAL] [FROM MQTT ...]``; ``time`` as written (None: not
+    written; the engine's default is event time, or for MQTT what the TIMESTAMP clause says)."""
+
     name: str
     columns: tuple[ColumnDef, ...]
     source: MqttSource | None = None
     pos: Pos = _pos()
+    time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -287,12 +293,14 @@ class RegisterRelation:
 
 @dataclass(frozen=True)
 class RegisterQuery:
-    """``REGISTER QUERY name AS query [PUBLISH TO MQTT 'topic']``."""
+    """``REGISTER QUERY name AS query [APPROXIMATE (WINDOW f, SAMPLE g)] [PUBLISH TO MQTT 'topic']``;
+    ``approximate`` maps WINDOW and SAMPLE to their reduction factors (dsms/plan/rules/reduce_for_approximation.py)."""
 
     name: str
     query: Query
     publish_topic: str | None = None
     pos: Pos = _pos()
+    approximate: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -319,4 +327,34 @@ class QueryStatement:
     pos: Pos = _pos()
 
 
-Statement = Union[RegisterStream, RegisterRelation, RegisterQuery, RegisterView, Drop, QueryStatement]
+@dataclass(frozen=True)
+class Show:
+    """``SHOW STREAMS | RELATIONS | VIEWS | QUERIES``: list what the catalog holds (reads, changes nothing)."""
+
+    what: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Describe:
+    """``DESCRIBE name``: the columns of a stream, relation, view or query, and what it is."""
+
+    name: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Explain:
+    """``EXPLAIN query`` (the plan it would get, registering nothing) or ``EXPLAIN name`` (the plan of a
+    registered query or view). Exactly one of ``query`` and ``name`` is set."""
+
+    query: Query | None = None
+    name: str | None = None
+    pos: Pos = _pos()
+
+
+Statement = Union[RegisterStream, RegisterRelation, RegisterQuery, RegisterView, Drop, QueryStatement, Show,
+                  Describe, Explain]
+
+#: The statements that only read the catalog: nothing to log, archive or undo.
+READ_ONLY = (Show, Describe, Explain)

@@ -29,8 +29,8 @@ from dsms.cql import ast
 from dsms.errors import CQLError
 from dsms.types import INT64_MAX
 
-__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "TIME_UNITS",
-           "COLUMN_TYPES"]
+__all__ = ["parse", "parse_query", "parse_expr", "KEYWORDS", "SCALAR_FUNCTIONS", "AGGREGATES", "APPROX_AGGREGATES",
+           "TIME_UNITS", "COLUMN_TYPES"]
 
 # ---------------------------------------------------------------- vocabulary checked here, not in the grammar
 
@@ -52,8 +52,12 @@ _SIZED_TYPES = frozenset({"CHAR", "VARCHAR"})
 
 #: Scalar functions and their number of arguments (SPEC section 4).
 SCALAR_FUNCTIONS: dict[str, int] = {"LOWER": 1, "UPPER": 1, "LENGTH": 1, "ABS": 1}
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
+#: Approximate aggregates (issue 14 item 4, docs/cql.md) and the kind of their second, constant argument.
+APPROX_AGGREGATES: dict[str, str | None] = {"APPROX_COUNT_DISTINCT": None, "APPROX_QUANTILE": "fraction",
+                                            "APPROX_TOP_K": "count"}
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", *APPROX_AGGREGATES})
 MQTT_FORMATS = frozenset({"JSON", "MSGPACK"})
+SHOW_KINDS = ("STREAMS", "RELATIONS", "VIEWS", "QUERIES")
 
 
 # Words that may never be used as a name, even where lark's contextual lexer would read them as one. Without
@@ -118,7 +122,7 @@ def parse(text: str) -> list[ast.Statement]:
     >>> parse("SELCT a FROM S")
     Traceback (most recent call last):
     ...
-    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DROP, REGISTER or ';'; did you mean SELECT?
+    dsms.errors.CQLError: line 1, column 1: unexpected identifier 'SELCT'; expected a query, CREATE, DESC, DESCRIBE, DROP, EXPLAIN, REGISTER, SHOW or ';'; did you mean SELECT?
     """
     return _run(text, "start")
 
@@ -145,6 +149,12 @@ def parse_expr(text: str) -> ast.Expr:
 def _run(text: str, start: str):
     if not isinstance(text, str):
         raise CQLError(f"CQL text must be a string, not {type(text).__name__}")
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        # a lone surrogate (from a JSON "\ud800" escape) is not a character: persisted in the catalog it made
+        # every later page that shows the text fail to encode, so it is refused before anything is registered
+        raise CQLError(f"U+{ord(bad.group()):04X} is a lone surrogate, not a character; CQL text must be valid "
+                       "Unicode", *_line_col(text, bad.start()))
     try:
         tree = _LARK.parse(text, start=start)
         return _ToAst().transform(tree)
@@ -228,6 +238,37 @@ def _suggest(word: str, expected: set[str]) -> str | None:
     if not match and len(word) >= 4:
         match = difflib.get_close_matches(word.upper(), sorted(KEYWORDS), n=1, cutoff=0.8)
     return match[0] if match else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mqtt_topic_problem(topic: str, *, publish: bool) -> str | None:
+    """Why ``topic`` cannot work as an MQTT topic filter (FROM MQTT) or, with ``publish``, a topic name
+    (PUBLISH TO MQTT), or None. MQTT 3.1.1 section 4.7: a topic is 1 to 65535 bytes of UTF-8 without NUL;
+    in a filter ``#`` is a whole last level and ``+`` a whole level; a topic name holds no wildcard.
+
+    >>> mqtt_topic_problem("sensors/+/temp", publish=False), mqtt_topic_problem("a/#/b", publish=False)
+    (None, "'#' must be the last level of a topic filter, alone")
+    """
+    if not topic:
+        return "an MQTT topic must not be empty"
+    if "\0" in topic:
+        return "an MQTT topic must not contain NUL"
+    size = len(topic.encode("utf-8", "surrogatepass"))
+    if size > 65535:
+        return f"an MQTT topic is at most 65535 bytes of UTF-8, this one is {size}"
+    if publish:
+        if "+" in topic or "#" in topic:
+            return "a topic to publish to must not contain the wildcards '+' or '#'"
+        return None
+    levels = topic.split("/")
+    for i, level in enumerate(levels):
+        if "#" in level and (level != "#" or i != len(levels) - 1):
+            return "'#' must be the last level of a topic filter, alone"
+        if "+" in level and level != "+":
+            return "'+' must be a whole level of a topic filter"
+    return None
 
 
 def _line_col(text: str, index: int) -> tuple[int, int]:
@@ -374,6 +415,33 @@ def _positive_int(token: Token, what: str) -> int:
     return _int_value(token)
 
 
+def _approx_aggregate(name: str, token, distinct: bool, values, pos) -> ast.Aggregate:
+    """APPROX_COUNT_DISTINCT(x), APPROX_QUANTILE(x, q) with a constant q in [0, 1], APPROX_TOP_K(x, k) with a
+    constant integer k >= 1: the second argument is a literal, so that it is part of the plan (and of what two
+    queries share), not a value per row."""
+    want = APPROX_AGGREGATES[name]
+    if values is None or distinct:
+        raise _err(f"{'*' if values is None else 'DISTINCT'} is not allowed in {name}; write {name}(x"
+                   f"{'' if want is None else ', q' if want == 'fraction' else ', k'})", token)
+    nargs = 1 if want is None else 2
+    if len(values) != nargs:
+        raise _err(f"{name} takes {nargs} argument(s), got {len(values)}", token)
+    if want is None:
+        return ast.Aggregate(name, values[0], pos=pos)
+    lit = values[1]
+    neg = isinstance(lit, ast.UnaryOp) and lit.op == "-" and isinstance(lit.operand, ast.Literal)
+    if neg:
+        lit = ast.Literal(-lit.operand.value, lit.operand.type, pos=lit.operand.pos)
+    if want == "fraction":
+        if not (isinstance(lit, ast.Literal) and lit.type in ("INT", "FLOAT") and 0 <= lit.value <= 1):
+            raise _err(f"{name}'s second argument must be a constant fraction between 0 and 1 (0.5 for the "
+                       "median)", token)
+        return ast.Aggregate(name, values[0], pos=pos, param=float(lit.value))
+    if not (isinstance(lit, ast.Literal) and lit.type == "INT" and 1 <= lit.value <= 1000):
+        raise _err(f"{name}'s second argument must be a constant integer between 1 and 1000", token)
+    return ast.Aggregate(name, values[0], pos=pos, param=int(lit.value))
+
+
 @v_args(meta=True)
 class _ToAst(Transformer_NonRecursive):
     """One method per grammar rule (or alias), each building the AST node of that rule."""
@@ -393,16 +461,53 @@ class _ToAst(Transformer_NonRecursive):
         return ast.QueryStatement(children[0], pos=_pos(meta))
 
     def register_stream(self, meta, children):
-        name, columns, *source = children
-        return ast.RegisterStream(name.value, columns, source[0] if source else None, pos=_pos(meta))
+        name, columns, *rest = children
+        time = next((c for c in rest if isinstance(c, _Clause)), None)
+        source = next((c for c in rest if isinstance(c, ast.MqttSource)), None)
+        if time is not None and source is not None and (time.value == "ARRIVAL") == bool(source.timestamp_field):
+            raise _err("TIME ARRIVAL stamps elements when they arrive, so it takes no TIMESTAMP field"
+                       if time.value == "ARRIVAL" else
+                       "TIME EVENT over MQTT needs TIMESTAMP field: the field of each message that holds its time",
+                       time.pos)
+        return ast.RegisterStream(name.value, columns, source, pos=_pos(meta),
+                                  time=time.value if time is not None else None)
+
+    def stream_time(self, meta, children):
+        word = children[0].value.upper()
+        if word not in ("ARRIVAL", "EVENT"):
+            raise _err(f"TIME {children[0].value!r}: expected EVENT (the elements carry their time, the "
+                       f"default) or ARRIVAL (the server stamps them){_close(word, ('ARRIVAL', 'EVENT'))}",
+                       children[0])
+        return _Clause("time", word, _tpos(children[0]))
 
     def register_relation(self, meta, children):
         name, columns = children
         return ast.RegisterRelation(name.value, columns, pos=_pos(meta))
 
     def register_query(self, meta, children):
-        name, query, *publish = children
-        return ast.RegisterQuery(name.value, query, publish[0] if publish else None, pos=_pos(meta))
+        name, query, *rest = children
+        approx = next((c for c in rest if isinstance(c, tuple)), ())
+        publish = next((c for c in rest if isinstance(c, str)), None)
+        return ast.RegisterQuery(name.value, query, publish, pos=_pos(meta), approximate=approx)
+
+    def approximate(self, meta, children):
+        seen = {}
+        for what, value, token in children:
+            if what in seen:
+                raise _err(f"APPROXIMATE names {what} twice", token)
+            seen[what] = value
+        return tuple(seen.items())
+
+    def reduction(self, meta, children):
+        name, num = children
+        what = name.value.upper()
+        if what not in ("WINDOW", "SAMPLE"):
+            raise _err(f"APPROXIMATE takes WINDOW and SAMPLE factors, not {name.value!r}", name)
+        value = float(num.value)
+        if not 0 < value <= 1:
+            raise _err(f"the {what} factor must be in (0, 1] (0.5 halves the {what.lower()}), not {num.value}",
+                       num)
+        return (what, value, name)
 
     def register_view(self, meta, children):
         name, query = children
@@ -414,6 +519,22 @@ class _ToAst(Transformer_NonRecursive):
 
     def drop_kind(self, meta, children):
         return children[0].value.upper()
+
+    def show(self, meta, children):
+        word = children[0].value.upper()
+        if word not in SHOW_KINDS:
+            raise _err(f"SHOW {children[0].value!r}: expected STREAMS, RELATIONS, VIEWS or QUERIES"
+                       f"{_close(word, SHOW_KINDS)}", children[0])
+        return ast.Show(word, pos=_pos(meta))
+
+    def describe(self, meta, children):
+        return ast.Describe(children[0].value, pos=_pos(meta))
+
+    def explain_query(self, meta, children):
+        return ast.Explain(query=children[0], pos=_pos(meta))
+
+    def explain_name(self, meta, children):
+        return ast.Explain(name=children[0].value, pos=_pos(meta))
 
     def column_defs(self, meta, children):
         names: set[str] = set()
@@ -443,6 +564,9 @@ class _ToAst(Transformer_NonRecursive):
                 fmt = part.value
             else:
                 ts_field = part.value
+        problem = mqtt_topic_problem(_string_value(topic), publish=False)
+        if problem is not None:
+            raise _err(f"{problem}: {_string_value(topic)[:80]!r}", topic)
         return ast.MqttSource(_string_value(topic), fmt, ts_field, pos=_pos(meta))
 
     def mqtt_format(self, meta, children):
@@ -456,6 +580,9 @@ class _ToAst(Transformer_NonRecursive):
         return _Clause("timestamp", children[0].value)
 
     def publish(self, meta, children):
+        problem = mqtt_topic_problem(_string_value(children[0]), publish=True)
+        if problem is not None:
+            raise _err(f"{problem}: {_string_value(children[0])[:80]!r}", children[0])
         return _string_value(children[0])
 
     # -------------------------------------------------------- queries
@@ -482,10 +609,13 @@ class _ToAst(Transformer_NonRecursive):
         return ast.StreamOp(op, query, pos=_pos(meta))
 
     def select(self, meta, children):
-        spec, from_, *clauses = children
+        spec, (from_, on), *clauses = children
         parts = {c.kind: c.value for c in clauses}
+        where = parts.get("where")
+        for cond in reversed(on):             # JOIN ... ON c: c comes before WHERE's conjuncts
+            where = cond if where is None else ast.BinaryOp("AND", cond, where, pos=cond.pos)
         return ast.Select(
-            items=spec["items"], from_=from_, where=parts.get("where"), group_by=parts.get("group_by", ()),
+            items=spec["items"], from_=from_, where=where, group_by=parts.get("group_by", ()),
             having=parts.get("having"), distinct=spec["distinct"], stream_op=spec["stream_op"], pos=_pos(meta),
         )
 
@@ -524,7 +654,41 @@ class _ToAst(Transformer_NonRecursive):
     # -------------------------------------------------------- FROM items
 
     def from_list(self, meta, children):
-        return tuple(children)
+        """(FROM items, ON conditions): the items of every join, in order, as one comma join."""
+        items, on = [], []
+        for join_items, conds in children:
+            items += join_items
+            on += conds
+        return tuple(items), on
+
+    def from_join(self, meta, children):
+        items, on = [children[0]], []
+        for join_type, item, cond, pos in children[1:]:
+            if join_type in ("INNER", None):
+                if cond is None:
+                    raise _err("JOIN needs ON and a condition (or write CROSS JOIN)", pos)
+            elif join_type == "CROSS":
+                if cond is not None:
+                    raise _err("CROSS JOIN takes no ON condition; write JOIN ... ON", cond.pos or pos)
+            else:
+                raise _err(f"{join_type} JOIN is not supported: dsms has inner joins only (JOIN ... ON, or FROM a, "
+                           "b WHERE ...)", pos)
+            items.append(item)
+            if cond is not None:
+                on.append(cond)
+        return items, on
+
+    def join_clause(self, meta, children):
+        join_type = children[0] if isinstance(children[0], str) else None
+        rest = children[1:] if join_type is not None else children
+        item, *cond = rest
+        return join_type, item, cond[0] if cond else None, _pos(meta)
+
+    def join_type(self, meta, children):
+        return " ".join(t.value.upper() for t in children)
+
+    def join_on(self, meta, children):
+        return children[0]
 
     def from_item(self, meta, children):
         source, *parts = children
@@ -727,6 +891,8 @@ class _ToAst(Transformer_NonRecursive):
         name_token, *args = children
         name = name_token.value.upper()
         distinct, values = args[0] if args else (False, ())
+        if name in APPROX_AGGREGATES:
+            return _approx_aggregate(name, name_token, distinct, values, _pos(meta))
         if name in AGGREGATES:
             if values is None:
                 if name != "COUNT":

@@ -7,8 +7,9 @@ columns.
 
 A compiled expression is a tree of closures ``fn(cols, n) -> array``; each node type-checks its children once,
 at compile time, and at run time does one numpy operation per node over the whole batch. Strings (STRING is a
-numpy object array of Python ``str``) go through a comprehension where numpy has no vectorised form (LIKE,
-LOWER, UPPER, LENGTH, ``||``). Sub-trees that read no column are folded to a constant at compile time.
+numpy object array of Python ``str``) go through a comprehension where numpy has no vectorised form (LOWER,
+UPPER, LENGTH, ``||``); LIKE is matched by :mod:`dsms.expr.like`, in time linear in the string. Sub-trees
+that read no column are folded to a constant at compile time.
 
 Typing and run-time choices (dsms has no NULL, and a stream engine cannot stop on one bad row):
 
@@ -31,7 +32,6 @@ offending node carries a position.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -56,12 +56,13 @@ from dsms.cql.ast import (
     UnaryOp,
 )
 from dsms.errors import SchemaError
+from dsms.expr.like import like_column
 from dsms.types import BOOLEAN, FLOAT, INT, STRING, TIMESTAMP, coerce_value, iso_ticks, numpy_dtype
 from dsms.types import DTYPES as _DTYPES
 
 __all__ = [
     "CompiledExpr", "Resolver", "coerce_value", "compile_expr", "compile_predicate", "infer_type",
-    "iso_ticks", "like_regex", "numpy_dtype",
+    "iso_ticks", "numpy_dtype",
 ]
 
 NUMERIC = frozenset({INT, FLOAT, TIMESTAMP})
@@ -448,27 +449,6 @@ def _between(e: Between, resolve: Resolver) -> CompiledExpr:
     return _node(BOOLEAN, (x, lo, hi), text, between)
 
 
-def like_regex(pattern: str, escape: str | None = None) -> re.Pattern[str]:
-    """The regular expression of a LIKE pattern: ``%`` any run, ``_`` one character, the rest literal; the
-    character after ``escape`` (``ESCAPE 'c'``; none by default, as in the SQL standard) is literal.
-
-    >>> bool(like_regex("a.c%").fullmatch("a.cd")), bool(like_regex("a.c%").fullmatch("abcd"))
-    (True, False)
-    >>> bool(like_regex("50!%", "!").fullmatch("50%")), bool(like_regex("50!%", "!").fullmatch("500"))
-    (True, False)
-    """
-    parts, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == escape and i + 1 < len(pattern):
-            parts.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    return re.compile("".join(parts), re.DOTALL)
-
-
 def _like(e: Like, resolve: Resolver) -> CompiledExpr:
     x = _compile(e.expr, resolve)
     label = "NOT LIKE" if e.negated else "LIKE"
@@ -478,11 +458,11 @@ def _like(e: Like, resolve: Resolver) -> CompiledExpr:
         raise SchemaError(f"{_at(e.pattern) or _at(e)}the pattern of {label} must be a string literal")
     pattern = _literal(e.pattern, resolve)
     escape = getattr(e, "escape", None)
-    match = like_regex(str(e.pattern.value), escape).fullmatch
+    match = like_column(str(e.pattern.value), escape)
     xf, negated = x.fn, e.negated
 
     def like(cols: Mapping[str, np.ndarray], n: int) -> np.ndarray:
-        out = np.fromiter((match(s) is not None for s in xf(cols, n)), dtype=np.bool_, count=n)
+        out = match(xf(cols, n))
         return ~out if negated else out
     esc = f" ESCAPE {_literal_text(escape, STRING)}" if escape else ""
     return _node(BOOLEAN, (x,), f"{_paren(x)} {label} {pattern.text}{esc}", like)

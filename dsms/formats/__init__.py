@@ -55,12 +55,28 @@ class Decoded:
     index: list[int] | None = None
     items: int = 0
     n: int = 0
+    iso: bool = False             # a timestamp came as ISO 8601 text: messages about time answer in kind
 
     def item_of(self, row: int | None) -> int | None:
         """The body position of row ``row`` (to report an engine error against what the client sent)."""
         if row is None or self.index is None:
             return row
         return self.index[row] if 0 <= row < len(self.index) else row
+
+
+def iso_text(ts: int) -> str:
+    """Milliseconds since the epoch as ISO 8601 UTC text (the form a user who sends ISO reads back); a
+    value no calendar date holds stays a number.
+
+    >>> iso_text(1714564800000), iso_text(1500), iso_text(2**62)
+    ('2024-05-01T12:00:00Z', '1970-01-01T00:00:01.500Z', '4611686018427387904')
+    """
+    import datetime as _dt
+    try:
+        d = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(milliseconds=int(ts))
+    except (OverflowError, ValueError):
+        return str(ts)
+    return d.isoformat(timespec="milliseconds" if ts % 1000 else "seconds").replace("+00:00", "Z")
 
 
 def parse_ts(value: Any, index: int | None = None) -> int:
@@ -104,6 +120,11 @@ class _Builder:
         self.items = 0
         self.columnar: list[tuple[int, dict, np.ndarray | None, Any]] = []
         self.any_sign = False
+        self.iso = False
+
+    def show(self, ts: int) -> str:
+        """A timestamp in a message: ISO 8601 once the body gave one as ISO text."""
+        return iso_text(ts) if self.iso else str(ts)
 
     def add(self, obj: Any) -> None:
         k = self.items
@@ -113,6 +134,7 @@ class _Builder:
         if "heartbeat" in obj:
             if len(obj) != 1:
                 raise InputError("a heartbeat item holds only 'heartbeat'", index=k)
+            self.iso |= isinstance(obj["heartbeat"], str)
             h = parse_ts(obj["heartbeat"], k)
             if self.heartbeat is None or h > self.heartbeat:
                 self.heartbeat = h
@@ -154,9 +176,11 @@ class _Builder:
         return int(s)
 
     def _row(self, row: Mapping, ts: Any, sign: int, k: int) -> None:
+        self.iso |= isinstance(ts, str)
         t = None if ts is None else parse_ts(ts, k)
         if t is not None and self.heartbeat is not None and t < self.heartbeat:
-            raise InputError(f"ts {t} is below the heartbeat {self.heartbeat} sent before it", index=k)
+            raise InputError(f"ts {self.show(t)} is below the heartbeat {self.show(self.heartbeat)} sent before it",
+                             index=k)
         self.rows.append(row if isinstance(row, dict) else dict(row))
         self.ts.append(t)
         self.sign.append(sign)
@@ -189,13 +213,18 @@ class _Builder:
         if not isinstance(cols, Mapping) or not cols:
             raise InputError("'cols' must be a non-empty object of column lists", index=k)
         n = None
+        seen: dict[str, Any] = {}
         for c, v in cols.items():
+            if seen.setdefault(str(c).lower(), c) is not c:   # case-insensitive names, as row elements have
+                raise InputError(f"column '{c}' given twice (as '{seen[str(c).lower()]}' and '{c}'; column names "
+                                 "are case-insensitive)", index=k)
             if isinstance(v, str | bytes | Mapping) or not isinstance(v, Sequence | np.ndarray):
                 raise InputError(f"column '{c}' of a columnar batch must be a list", index=k)
             if n is not None and len(v) != n:
                 raise InputError(f"column '{c}' has {len(v)} values, others have {n}", index=k)
             n = len(v)
         ts = obj.get("ts")
+        self.iso |= isinstance(ts, str) or (isinstance(ts, list) and any(isinstance(t, str) for t in ts))
         try:
             ts_arr = None if ts is None else (_ts_column(ts) if not isinstance(ts, int | str) else
                                               np.full(n or 0, parse_ts(ts, k), dtype=np.int64))
@@ -204,7 +233,8 @@ class _Builder:
         if ts_arr is not None and len(ts_arr) != n:
             raise InputError(f"{n} rows but {len(ts_arr)} timestamps", index=k)
         if ts_arr is not None and self.heartbeat is not None and n and int(ts_arr.min()) < self.heartbeat:
-            raise InputError(f"a timestamp is below the heartbeat {self.heartbeat} sent before it", index=k)
+            raise InputError(f"a timestamp is below the heartbeat {self.show(self.heartbeat)} sent before it",
+                             index=k)
         sign = obj.get("sign")
         if sign is not None:
             if not isinstance(sign, Sequence) or isinstance(sign, str | bytes) or len(sign) != n:
@@ -218,7 +248,7 @@ class _Builder:
             n = len(next(iter(cols.values())))
             return Decoded(cols=cols, ts=ts_arr, sign=sign if self.any_sign else None,
                            heartbeat=self.heartbeat, punctuations=self.punctuations,
-                           index=None if k == 0 else [k] * n, items=self.items, n=n)
+                           index=None if k == 0 else [k] * n, items=self.items, n=n, iso=self.iso)
         if self.columnar:
             return self._merge_columnar()
         return self._finish(self.rows, self.ts, self.sign, self.index)
@@ -232,7 +262,7 @@ class _Builder:
         identity = index == list(range(len(index)))
         return Decoded(rows=rows, ts=ts_out, sign=sign if self.any_sign else None, heartbeat=self.heartbeat,
                        punctuations=self.punctuations, index=None if identity else index, items=self.items,
-                       n=len(rows))
+                       n=len(rows), iso=self.iso)
 
     def _merge_columnar(self) -> Decoded:
         """Several columnar batches, or columnar mixed with row elements: fall back to rows, in body order."""
@@ -353,6 +383,11 @@ class Encoder:
     gap: Any               # (missed, from_ts, to_ts) -> bytes
     tail: Any
     extra_headers: dict[str, str] = field(default_factory=dict)
+    # (ts, rows) -> bytes: a relation's contents follow, ``rows`` elements at ``ts`` (docs/http-api.md)
+    snapshot: Any = None
+    # (encoded elements, id of the first or None, snapshot?) -> bytes: per-element ids (SSE) and the snapshot
+    # flag, added to the bytes ``elements`` made (cached per result batch, so done once per format)
+    frame: Any = None
 
 
 # The codecs import the definitions above, so they are imported last (no cycle at import time).

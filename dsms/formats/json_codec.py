@@ -6,8 +6,10 @@ Input: a JSON array of items, one item object, or NDJSON (one item a line). An i
 {...}}`` or, for relations, ``{"ts": 9, "insert": [...], "delete": [...]}``.
 
 Output: NDJSON lines ``{"ts":7,"sign":1,"row":{...}}`` and SSE events ``data: {...}`` with the same JSON, plus
-``{"heartbeat": h}`` and ``{"gap": {"missed": n, "from_ts": a, "to_ts": b}}`` items. Non-finite floats are
-written as the strings "NaN", "Infinity", "-Infinity" because JSON has no literal for them.
+``{"heartbeat": h}`` and ``{"gap": {"missed": n, "from_ts": a, "to_ts": b}}`` items; a relation's current
+contents come as ``{"snapshot": {"ts": t, "rows": n}}`` and n elements with ``"snapshot":true``. SSE events
+carry ``id:`` (the element's position in the query's results). Non-finite floats are written as the strings
+"NaN", "Infinity", "-Infinity" because JSON has no literal for them.
 """
 
 from __future__ import annotations
@@ -279,14 +281,48 @@ def _gap(missed: int, from_ts: int | None, to_ts: int | None) -> str:
     return dumps({"gap": {"missed": missed, "from_ts": from_ts, "to_ts": to_ts}})
 
 
+def _flag_snapshot(lines: list[bytes]) -> list[bytes]:
+    """Each element object (one a line, ending in ``}``) with ``"snapshot":true`` added."""
+    return [line[:-1] + b',"snapshot":true}' for line in lines]
+
+
+def _ndjson_frame(data: bytes, first_id: int | None, snapshot: bool) -> bytes:
+    if not snapshot:
+        return data
+    return b"".join(line + b"\n" for line in _flag_snapshot(data.splitlines()))
+
+
+def _sse_frame(data: bytes, first_id: int | None, snapshot: bool) -> bytes:
+    """Events with ``id:`` lines, so that a reconnecting EventSource resumes after the last one it saw
+    (``Last-Event-ID``). Snapshot events carry no id but the last, which is the id of the last result element
+    the snapshot includes: a reader cut off inside the snapshot reconnects without an id and gets a new one."""
+    if first_id is None and not snapshot:
+        return data
+    lines = [e[len(b"data: "):] for e in data.split(b"\n\n") if e]
+    if snapshot:
+        lines = _flag_snapshot(lines)
+        ids = [None] * (len(lines) - 1) + [first_id]
+    else:
+        ids = range(first_id, first_id + len(lines))
+    return b"".join((b"id: %d\n" % i if i is not None else b"") + b"data: " + line + b"\n\n"
+                    for i, line in zip(ids, lines))
+
+
+def _snapshot_item(ts: int, rows: int) -> str:
+    return dumps({"snapshot": {"ts": ts, "rows": rows}})
+
+
 NDJSON_ENCODER = Encoder(
     name="ndjson",
     content_type="application/x-ndjson",
     head=lambda query: b"",
     elements=_ndjson_elements,
-    heartbeat=lambda ts: f'{{"heartbeat":{ts}}}\n'.encode("ascii"),
+    heartbeat=lambda ts: (f'{{"heartbeat":{ts}}}' if isinstance(ts, int) else dumps({"heartbeat": ts})).encode()
+    + b"\n",
     gap=lambda missed, a, b: (_gap(missed, a, b) + "\n").encode("ascii"),
     tail=lambda: b"",
+    snapshot=lambda ts, rows: (_snapshot_item(ts, rows) + "\n").encode("ascii"),
+    frame=_ndjson_frame,
 )
 
 SSE_ENCODER = Encoder(
@@ -294,8 +330,11 @@ SSE_ENCODER = Encoder(
     content_type="text/event-stream",
     head=lambda query: f": dsms results of {query}\nretry: 2000\n\n".encode("ascii", "replace"),
     elements=_sse_elements,
-    heartbeat=lambda ts: f'data: {{"heartbeat":{ts}}}\n\n'.encode("ascii"),
+    heartbeat=lambda ts: b"data: " + (f'{{"heartbeat":{ts}}}' if isinstance(ts, int) else
+                                      dumps({"heartbeat": ts})).encode() + b"\n\n",
     gap=lambda missed, a, b: f"data: {_gap(missed, a, b)}\n\n".encode("ascii"),
     tail=lambda: b"",
     extra_headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    snapshot=lambda ts, rows: f"data: {_snapshot_item(ts, rows)}\n\n".encode("ascii"),
+    frame=_sse_frame,
 )

@@ -7,6 +7,7 @@ Output is one document per result stream, written as it is produced::
     <element ts="7" sign="+"><a>1</a><s>5.0</s></element>
     <heartbeat ts="20"/>
     <gap missed="12" from_ts="30" to_ts="41"/>
+    <snapshot ts="20" rows="1"/><element snapshot="true" ts="20" sign="+"><a>1</a><s>5.0</s></element>
     </stream>
 
 Each column is a child named after the column (``<col name="...">`` when the name is not an XML name);
@@ -134,7 +135,7 @@ def _elements(names: list[str], ts: Any, sign: Any, cols: list[Any]) -> bytes:
     if template is None:
         inner = "".join(f"{o}%s{e}" for o, e in _tags(names)).replace("%s", "\0").replace("%", "%%") \
             .replace("\0", "%s")
-        template = '<element ts="%d" sign="%s">' + inner + "</element>\n"
+        template = '<element ts="%s" sign="%s">' + inner + "</element>\n"
         if len(_el_templates) < 4096:
             _el_templates[key] = template
     signs = ["+" if x > 0 else "-" for x in sign]
@@ -159,6 +160,9 @@ XML_ENCODER = Encoder(
     heartbeat=lambda ts: f'<heartbeat ts="{ts}"/>\n'.encode(),
     gap=_gap,
     tail=lambda: b"</stream>\n",
+    snapshot=lambda ts, rows: f'<snapshot ts="{ts}" rows="{rows}"/>\n'.encode(),
+    frame=lambda data, first_id, snapshot: data.replace(b"<element ", b'<element snapshot="true" ') if snapshot
+    else data,
 )
 
 
@@ -237,7 +241,10 @@ def decode_xml(body: bytes, b: Any, schema: Sequence[tuple[str, str]]) -> None:
         stack.pop()
         if depth == 3:
             col = state["col"]
-            state["item"]["row"][col] = _convert("".join(state["text"]), types.get(col.lower()), col, b.items)
+            row = state["item"]["row"]
+            if any(c.lower() == col.lower() for c in row):   # names are case-insensitive; never last-one-wins
+                raise InputError(f"column '{col}' given twice", index=b.items)
+            row[col] = _convert("".join(state["text"]), types.get(col.lower()), col, b.items)
             state["col"] = None
         elif depth == 2:
             item = state["item"]

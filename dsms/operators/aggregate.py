@@ -1,4 +1,5 @@
-"""Grouped aggregation (γ) with COUNT, SUM, AVG, MIN, MAX and COUNT(DISTINCT), maintained incrementally.
+"""Grouped aggregation (γ) with COUNT, SUM, AVG, MIN, MAX, COUNT(DISTINCT) and the approximate aggregates
+(APPROX_COUNT_DISTINCT, APPROX_QUANTILE, APPROX_TOP_K over ``synopses/sketches.py``), maintained incrementally.
 
 Source: digest-004 R-PLAN-06 (MIN/MAX must keep their window: when the extreme expires, rescan, E8.1);
 digest-003 section 3.8-3.9 (vanishing groups); digest-002a section 3.11 (a PNA aggregate must not publish
@@ -16,11 +17,25 @@ from __future__ import annotations
 
 from collections import Counter
 
+from control_tables import Stat
+from dsms.agg_spec import agg_func, agg_label
+from dsms.approx import Approx
 from dsms.batch import Batch, from_rows
 from dsms.operators.base import FinalInstantsOperator
+from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import deep_bytes
 from synopses.extreme import ExtremeBag
+from synopses.sketches import (
+    QUANTILE_CONFIDENCE,
+    DistinctSketch,
+    QuantileSketch,
+    TopKSketch,
+    distinct_confidence,
+    distinct_rel_error,
+    quantile_rank_error,
+    topk_error_fraction,
+)
 from synopses.state import StateSynopsis
 
 SCALE = 2**1074
@@ -87,17 +102,25 @@ class _Group:
 
 class AggregateOp(FinalInstantsOperator):
     kind = "aggregate"
+    int_overflows = Stat(int, default=0, unit="rows",
+                         doc="result rows left out because an INT SUM was outside int64 (an error, never wrapped)")
 
     def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
-                 dtypes: list) -> None:
-        label = ", ".join(f"{f}({'DISTINCT ' if d else ''}{'*' if a is None else f'${a}'})" for f, a, d in aggs)
+                 dtypes: list, keep_values: bool = True) -> None:
+        label = ", ".join(agg_label(f, a, d) for f, a, d in aggs)
         if group:
             label = f"GROUP BY {', '.join(f'${g}' for g in group)}: " + label
         super().__init__([inp], out, label)
         self.group = group
         self.aggs = aggs
         self.arg_types = arg_types      # type of each aggregate's argument (None for COUNT(*))
+        self.overflow_errors: list[str] = []     # for Query.drain to raise (dsms/operators/int_sums.py)
+        self._int_sums = [j for j, (f, _, _) in enumerate(aggs) if f == "SUM" and arg_types[j] != "FLOAT"]
         self.dtypes = dtypes
+        # an approximate aggregate over input that can delete keeps each group's values beside its sketch
+        # (synopses/sketches.py, "Deletions"); over insert-only input the sketch alone
+        self.keep_values = keep_values
+        self.funcs = [agg_func(f) for f, _, _ in aggs]
         self.groups: dict[tuple, _Group] = {}
         self.synopses = [StateSynopsis("groups", lambda: len(self.groups),
                                        lambda: deep_bytes(self.groups) + sum(b.nbytes for b in self.held))]
@@ -105,8 +128,33 @@ class AggregateOp(FinalInstantsOperator):
 
     # ---------------------------------------------------------------- state per aggregate
 
+    def approximation(self) -> Approx | None:
+        """The error bound of this operator's approximate aggregates (the loosest of them), or None when
+        every aggregate is exact. APPROX_COUNT_DISTINCT: HyperLogLog's relative error at 2 standard
+        deviations; APPROX_QUANTILE: KLL's normalized rank error at 99% (the value returned for q has a rank
+        within (q +- rel_error) * n); APPROX_TOP_K: the frequent-items bound on each count, as a fraction of
+        the group's count (deterministic)."""
+        bounds = []
+        for name, _ in self.funcs:
+            if name == "APPROX_COUNT_DISTINCT":
+                bounds.append((distinct_rel_error(), distinct_confidence()))
+            elif name == "APPROX_QUANTILE":
+                bounds.append((quantile_rank_error(), QUANTILE_CONFIDENCE))
+            elif name == "APPROX_TOP_K":
+                bounds.append((topk_error_fraction(), 1.0))
+        if not bounds:
+            return None
+        return Approx(rel_error=max(e for e, _ in bounds), confidence=min(c for _, c in bounds))
+
     def _new_state(self, j: int):
         func, arg, distinct = self.aggs[j]
+        name = self.funcs[j][0]
+        if name == "APPROX_COUNT_DISTINCT":
+            return DistinctSketch(self.keep_values)
+        if name == "APPROX_QUANTILE":
+            return QuantileSketch(self.keep_values)
+        if name == "APPROX_TOP_K":
+            return TopKSketch(self.keep_values)
         if func in ("MIN", "MAX"):
             return ExtremeBag(want_max=func == "MAX")
         if distinct:
@@ -128,7 +176,7 @@ class AggregateOp(FinalInstantsOperator):
             v = row[arg]
             if v != v:
                 v = _NAN                      # one value for every NaN (as GROUP BY and DISTINCT take it)
-            if isinstance(st, ExtremeBag):
+            if isinstance(st, ExtremeBag | DistinctSketch | QuantileSketch | TopKSketch):
                 st.add(v, s)
             elif isinstance(st, Counter):
                 old = st[v]
@@ -150,6 +198,14 @@ class AggregateOp(FinalInstantsOperator):
     def _value(self, g: _Group, j: int):
         func, arg, distinct = self.aggs[j]
         st = g.states[j]
+        name, param = self.funcs[j]
+        if name == "APPROX_COUNT_DISTINCT":
+            return st.value()
+        if name == "APPROX_QUANTILE":
+            v = st.value(param)
+            return int(v) if self.arg_types[j] != "FLOAT" else v
+        if name == "APPROX_TOP_K":
+            return st.value(param)
         if func == "COUNT":
             return len(st) if distinct else g.count
         if func in ("MIN", "MAX"):
@@ -162,9 +218,19 @@ class AggregateOp(FinalInstantsOperator):
             n = g.count
         if isinstance(total, _FloatSum):
             total = total.value()
-        elif func == "SUM":       # INT: the exact sum, wrapped into int64 as INT arithmetic wraps (contract)
-            return (total + 2**63) % 2**64 - 2**63
         return total if func == "SUM" else total / n
+
+    def _fitting(self, row: tuple | None, t: int | None) -> tuple | None:
+        """``row``, or None if one of its INT SUMs is outside int64 (reported when ``t``, the instant it would
+        be inserted at, is given)."""
+        if row is None:
+            return None
+        k = len(self.group)
+        bad = [j for j in self._int_sums if not fits(row[k + j])]
+        if t is not None:
+            for j in bad:
+                report(self, j, row[k + j], t)
+        return None if bad else row
 
     def _row(self, key: tuple, g: _Group) -> tuple:
         return key + tuple(self._value(g, j) for j in range(len(self.aggs)))
@@ -188,6 +254,8 @@ class AggregateOp(FinalInstantsOperator):
                 new = self._row(key, g) if g is not None else None
                 if old == new or _same(old, new):
                     continue
+                if self._int_sums:           # a row whose INT SUM left int64 is neither inserted nor deleted
+                    old, new = self._fitting(old, None), self._fitting(new, t)
                 if old is not None:
                     out_ts.append(t)
                     out_sign.append(-1)

@@ -15,9 +15,9 @@ import numpy as np
 
 from dsms.batch import Batch
 from dsms.operators.base import Operator
+from dsms.operators.row_state_kind import RowStateKind
 from dsms.queues import Queue
 from synopses.rowcodes import RowIds
-from synopses.state import StateSynopsis
 
 # forget rows whose counts are all zero once they outnumber the live ones (and this many)
 COMPACT_MIN = 1 << 14
@@ -123,16 +123,17 @@ def _positive(c: np.ndarray) -> np.ndarray:
     return (c > 0).astype(np.int64)
 
 
-class DistinctOp(Operator):
+class DistinctOp(RowStateKind, Operator):
     # δ a batch at a time: a row's output multiplicity is 1 while its count is positive; each delta that
-    # changes it is emitted (an insert or a delete of that row), in arrival order
+    # changes it is emitted (an insert or a delete of that row), in arrival order. The row state may be a
+    # Bloom filter (row_state_kind.py: the synopsis's kind knob)
     kind = "distinct"
 
-    def __init__(self, inp: Queue, out: Queue, dtypes: list) -> None:
+    def __init__(self, inp: Queue, out: Queue, dtypes: list, insert_only: bool = False) -> None:
         super().__init__([inp], out)
         self.table = RowCounts(dtypes, 1)
         self.dtypes = dtypes
-        self.synopses = [StateSynopsis("distinct rows", lambda: self.table.live, self.table.nbytes)]
+        self.synopses = [self.init_row_state("distinct rows", 1, insert_only, lambda: RowCounts(dtypes, 1))]
 
     @property
     def size(self) -> int:
@@ -140,4 +141,4 @@ class DistinctOp(Operator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if len(batch):
-            emit_changes(self, batch, self.table.changes(batch.cols, [batch.sign.astype(np.int64)], _positive))
+            emit_changes(self, batch, self.counted_changes(batch, [batch.sign.astype(np.int64)], _positive))

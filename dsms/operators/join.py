@@ -47,7 +47,7 @@ from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
-from synopses.rowcodes import row_codes
+from synopses.rowcodes import IntIds, row_codes
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
 
@@ -68,6 +68,7 @@ class JoinOp(BinaryOperator):
         self.sides = (SortedRunIndexSynopsis(), SortedRunIndexSynopsis())
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
+        self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
 
     # ---------------------------------------------------------------- windows fused into the join
@@ -175,6 +176,8 @@ class JoinOp(BinaryOperator):
         cols = [batch.cols[k] for k in keys]
         if len(cols) == 1 and cols[0].dtype.kind in "iu":
             return cols[0].astype(np.int64, copy=False)
+        if all(c.dtype.kind in "iu" for c in cols):
+            return self._int_codes(cols)
         codes = row_codes(cols)
         if codes is None:
             tuples = list(zip(*[c.tolist() for c in cols]))
@@ -185,6 +188,19 @@ class JoinOp(BinaryOperator):
         ids = np.fromiter((self.key_ids.setdefault(t, len(self.key_ids)) for t in ukeys), dtype=np.int64,
                           count=len(uniq))
         return ids[inv.reshape(-1)]
+
+    def _int_codes(self, cols: list[np.ndarray]) -> np.ndarray:
+        """Codes for keys of several integer columns with no Python per key: each column's values get dense ids
+        (one persistent hash table per key position, shared by both sides), and the ids are combined pairwise
+        into dense ids again (each below 2**31: that many distinct keys would not fit in memory anyway)."""
+        k = len(cols)
+        if self.int_key_ids is None:
+            self.int_key_ids = [IntIds() for _ in range(2 * k - 1)]
+        tables = self.int_key_ids
+        code = tables[0].ids(cols[0])
+        for j in range(1, k):
+            code = tables[k + j - 1].ids(code * (1 << 31) + tables[j].ids(cols[j]))
+        return code
 
     def process(self, parts: dict[int, Batch | tuple[Batch | None, Batch | None]]) -> None:
         """Apply the released deltas of each side: a batch of signed rows, or a fused window's deletes and

@@ -263,7 +263,12 @@ class ToStreamOp(NettingOperator):
 class ChangelogOp(NettingOperator):
     """The sink of a relation-valued query: each final instant's net change, deletes before inserts. It keeps
     the current relation, each live copy with the instant it entered, so that a query registered later on a
-    view starts from the view's contents stamped as a base relation's are (contract, "Registration time")."""
+    view starts from the view's contents stamped as a base relation's are (contract, "Registration time").
+
+    The relation is kept as what was emitted: a log of the output batches, folded into the live copies (a
+    batch of rows stamped with their entry instants) only when a snapshot is asked for or the log has grown
+    to twice the relation it folds into. Folding is numpy over coded rows (``fold_changelog``), so a view pays
+    no Python per row for its later readers."""
 
     kind = "changelog"
 
@@ -271,56 +276,55 @@ class ChangelogOp(NettingOperator):
                  final_net: bool = False) -> None:
         super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
         self.eager = eager or final_net
-        self.needs_rows = keep_state
-        self.born: dict[tuple, list[int]] = {}    # row -> the instants its live copies entered (views only)
-
-    def _held_bytes(self) -> int:
-        return super()._held_bytes() + (deep_bytes(self.born) if self.born else 0)
+        self.keep_state = keep_state
+        self.live: Batch | None = None          # the live copies, ts = the instant each entered (views only)
+        self.log: list[Batch] = []              # output batches not yet folded into ``live``
+        self.log_rows = 0
 
     def keep_contents(self) -> None:
         """Keep the relation from now on: a view (or named query) now shares this sink, built for a query
         nobody reads by name, and its later readers start from its contents. The planner shares a sink only
         before any input reached it, so there is nothing it should have kept already."""
-        self.needs_rows = True
+        self.keep_state = True
 
-    def _count(self, row: tuple, d: int, t: int) -> None:
-        c = self.state.get(row, 0) + d
-        if c > 0:
-            self.state[row] = c
-        else:
-            self.state.pop(row, None)
-        if d > 0:
-            self.born.setdefault(row, []).extend([t] * d)
-        else:
-            times = self.born.get(row, [])
-            del times[len(times) + d:]            # the latest copies leave first, as a base relation's do
-            if not times:
-                self.born.pop(row, None)
+    def _held_rows(self) -> int:
+        return super()._held_rows() + self.log_rows + (len(self.live) if self.live is not None else 0)
+
+    def _held_bytes(self) -> int:
+        return (super()._held_bytes() + sum(b.nbytes for b in self.log)
+                + (self.live.nbytes if self.live is not None else 0))
+
+    def emit(self, batch: Batch) -> None:
+        if self.keep_state and len(batch):
+            self.log.append(batch)
+            self.log_rows += len(batch)
+            if self.log_rows > 2 * (len(self.live) if self.live is not None else 0) + FOLD_MIN:
+                self._fold()
+        super().emit(batch)
+
+    def _fold(self) -> None:
+        if self.log:
+            parts = ([self.live] if self.live is not None else []) + self.log
+            self.live = fold_changelog(concat(parts), self.dtypes)
+            self.log, self.log_rows = [], 0
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
             batch = cancel_adjacent(batch)
-            if not len(batch):
-                return
-            if self.needs_rows:
-                for t, s, row in zip(batch.ts.tolist(), batch.sign.tolist(), batch.rows()):
-                    self._count(row, s, t)
-            self.emit(batch)
+            if len(batch):
+                self.emit(batch)
         else:
             super().on_batch(i, batch)
 
     def emit_instant(self, t, net, tick, out_ts, out_sign, out_rows) -> None:
         ins = []
         for row, d in net.items():
-            if d == 0:
-                continue
-            self._count(row, d, t)
             if d < 0:
                 for _ in range(-d):
                     out_ts.append(t)
                     out_sign.append(-1)
                     out_rows.append(row)
-            else:
+            elif d > 0:
                 ins.append((row, d))
         for row, d in ins:
             for _ in range(d):
@@ -331,7 +335,64 @@ class ChangelogOp(NettingOperator):
     def snapshot(self) -> Batch | None:
         """The current relation as inserts stamped with the instants the rows entered it, in time order (for
         late readers)."""
-        pairs = sorted(((t, r) for r, times in self.born.items() for t in times), key=lambda p: p[0])
-        if not pairs:
+        self._fold()
+        if self.live is None or not len(self.live):
             return None
-        return from_rows([t for t, _ in pairs], [1] * len(pairs), [r for _, r in pairs], self.dtypes)
+        return self.live
+
+
+FOLD_MIN = 4096      # a changelog's log is folded once it holds twice the live rows plus this many
+
+
+def fold_changelog(b: Batch, dtypes: list) -> Batch:
+    """The live copies left by a changelog (rows in time order, signed): per distinct row, the copies whose
+    inserts are not undone later, a delete undoing the latest live copy (a base relation's rule), each stamped
+    with the instant it entered.
+
+    An insert at position p survives exactly when the row's running count never falls below its count just
+    after p for the rest of the log: a suffix minimum per row, with numpy once rows are coded.
+
+    >>> import numpy as np
+    >>> b = Batch(np.array([1, 2, 3, 4]), np.array([1, 1, -1, 1], dtype=np.int8), [np.array([7, 7, 7, 8])])
+    >>> out = fold_changelog(b, [np.dtype(np.int64)])
+    >>> out.ts.tolist(), out.cols[0].tolist()
+    ([1, 4], [7, 8])
+    """
+    n = len(b)
+    code = row_codes(b.cols) if n else None
+    if code is None:
+        return _fold_rows(b, dtypes)
+    order = np.argsort(code, kind="stable")
+    c = code[order]
+    s = b.sign[order].astype(np.int64)
+    start = np.ones(n, dtype=bool)
+    start[1:] = c[1:] != c[:-1]
+    gi = np.cumsum(start) - 1
+    cs = np.cumsum(s)
+    rc = cs - (cs - s)[start][gi]                       # the row's running count after each position
+    big = 2 * n + 2
+    r, gr = rc[::-1], gi[::-1]
+    sm = (np.minimum.accumulate(r + gr * big) - gr * big)[::-1]     # min of rc from p to the row's end
+    after = np.full(n, n + 1, dtype=np.int64)
+    same = ~start[1:]                                   # p + 1 is the same row
+    after[:-1] = np.where(same, sm[1:], n + 1)
+    keep = np.sort(order[(s > 0) & (rc <= after)])
+    out = b.take(keep)
+    out.sign = np.ones(len(out), dtype=np.int8)
+    return out
+
+
+def _fold_rows(b: Batch, dtypes: list) -> Batch:
+    """``fold_changelog`` with Python rows, for rows that cannot be coded."""
+    born: dict[tuple, list[int]] = {}
+    for t, s, row in zip(b.ts.tolist(), b.sign.tolist(), b.rows()):
+        if s > 0:
+            born.setdefault(row, []).append(t)
+        else:
+            times = born.get(row, [])
+            if times:
+                times.pop()
+            if not times:
+                born.pop(row, None)
+    pairs = sorted(((t, r) for r, times in born.items() for t in times), key=lambda p: p[0])
+    return from_rows([t for t, _ in pairs], [1] * len(pairs), [r for _, r in pairs], dtypes)

@@ -14,8 +14,8 @@ import numpy as np
 from dsms.batch import Batch, concat
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.distinct import RowCounts, emit_changes
+from dsms.operators.row_state_kind import RowStateKind
 from dsms.queues import Queue
-from synopses.state import StateSynopsis
 
 # the output multiplicity f(left, right) of each operation, over int64 arrays of counts
 VECTOR_MULTIPLICITY = {
@@ -28,19 +28,20 @@ VECTOR_MULTIPLICITY = {
 }
 
 
-class SetOpOp(BinaryOperator):
+class SetOpOp(RowStateKind, BinaryOperator):
     # every release of deltas from both inputs is merged into the order the binary base would apply them in
     # (timestamp, left before right at equal timestamps, arrival order within a side) and folded into the
     # per-row counts in one pass: the output is the same sequence of changes as applying them one by one
     kind = "set_op"
 
-    def __init__(self, op: str, all_: bool, left: Queue, right: Queue, out: Queue, dtypes: list) -> None:
+    def __init__(self, op: str, all_: bool, left: Queue, right: Queue, out: Queue, dtypes: list,
+                 insert_only: bool = False) -> None:
         super().__init__([left, right], out, f"{op}{' ALL' if all_ else ''}")
         self.f = VECTOR_MULTIPLICITY[(op, all_)]
         self.passthrough = op == "UNION" and all_
         self.table = RowCounts(dtypes, 2)
         self.dtypes = dtypes
-        self.synopses = [StateSynopsis("row counts", lambda: self.table.live, self.table.nbytes)]
+        self.synopses = [self.init_row_state("row counts", 2, insert_only, lambda: RowCounts(dtypes, 2))]
 
     @property
     def size(self) -> int:
@@ -66,7 +67,7 @@ class SetOpOp(BinaryOperator):
             return
         sign = b.sign.astype(np.int64)
         left = np.where(sides == 0, sign, 0)
-        emit_changes(self, b, self.table.changes(b.cols, [left, sign - left], self.f))
+        emit_changes(self, b, self.counted_changes(b, [left, sign - left], self.f))
 
     def apply_run(self, side: int, batch: Batch) -> None:
         self.process([(side, batch)])

@@ -1,10 +1,12 @@
-"""Grouped COUNT, SUM and AVG maintained with numpy: the vectorised form of ``AggregateOp``.
+"""Grouped COUNT, SUM, AVG, and MIN/MAX of INT, maintained with numpy: the vectorised form of ``AggregateOp``.
 
 Source: as ``aggregate.py`` (digest-003 section 3.9; digest-002a section 3.11). Used when every aggregate is
 COUNT, SUM or AVG without DISTINCT, whose state is a running sum per group, so that a whole batch of deltas
-folds into the state with cumulative sums instead of a Python loop. Groups get dense ids; a batch is sorted by
-(group, timestamp), the running count and sums give each group's value after every instant, and each touched
-(instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
+folds into the state with cumulative sums instead of a Python loop, or MIN/MAX of an INT or TIMESTAMP
+argument, kept by ``synopses/int_extremes.py`` (a running maximum over value ranks for groups that only grow
+in a batch, a recomputation over the group's netted multiset when a delete removes its extreme). Groups get
+dense ids; a batch is sorted by (group, timestamp), the running count and sums give each group's value after
+every instant, and each touched (instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
 disappears and its sums are reset to exactly zero, so no rounding residue outlives it.
 
 FLOAT sums are kept exactly, as ``AggregateOp`` keeps them (``synopses/float_sums.py``: a double-double sum
@@ -22,23 +24,31 @@ import numpy as np
 from control_tables import Stat
 from dsms.batch import Batch
 from dsms.operators.base import FinalInstantsOperator
+from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
 from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds
+from synopses.int_extremes import IntExtremes
 from synopses.rowcodes import row_codes
 from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
+EXTREME_FUNCS = ("MIN", "MAX")          # vectorised over INT and TIMESTAMP arguments (synopses/int_extremes.py)
 
 
-def vectorisable(aggs) -> bool:
-    return all(f in VECTOR_FUNCS and not d for f, _, d in aggs)
+def vectorisable(aggs, arg_types=None) -> bool:
+    """Whether every aggregate has a vectorised form: COUNT, SUM, AVG, and MIN/MAX of an INT or TIMESTAMP."""
+    return all(not d and (f in VECTOR_FUNCS or (f in EXTREME_FUNCS and arg_types is not None
+                                                 and arg_types[j] in ("INT", "TIMESTAMP")))
+               for j, (f, _, d) in enumerate(aggs))
 
 
 class VectorAggregateOp(FinalInstantsOperator):
     kind = "aggregate"
     groups_live = Stat(int, compute="_groups_live", name="groups", doc="groups with at least one row")
+    int_overflows = Stat(int, default=0, unit="rows",
+                         doc="result rows left out because an INT SUM was outside int64 (an error, never wrapped)")
 
     def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
                  dtypes: list) -> None:
@@ -49,6 +59,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.group = group
         self.aggs = aggs
         self.dtypes = dtypes
+        self.overflow_errors: list[str] = []     # for Query.drain to raise (dsms/operators/int_sums.py)
         # distinct argument columns that need a running sum
         self.sum_cols = sorted({a for f, a, _ in aggs if f in ("SUM", "AVG")})
         self.sum_float = {a: arg_types[j] == "FLOAT" for j, (f, a, _) in enumerate(aggs) if a in self.sum_cols}
@@ -62,12 +73,14 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
         self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
+        self.extremes = {j: IntExtremes(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
 
     def _state_bytes(self) -> int:
         return (deep_bytes(self.gid_of) + sum(array_bytes(k) for k in self.key_cols) + self.count.nbytes
                 + sum(a.nbytes for a in self.sums.values())
                 + sum(f.nbytes() for f in self.fsums.values())
+                + sum(x.nbytes() for x in self.extremes.values())
                 + (self.int_ids.nbytes() if self.int_ids is not None else 0)
                 + sum(b.nbytes for b in self.held))
 
@@ -116,6 +129,8 @@ class VectorAggregateOp(FinalInstantsOperator):
             self.sums = {a: _grown(v, size) for a, v in self.sums.items()}
             for f in self.fsums.values():
                 f.grow(size)
+            for x in self.extremes.values():
+                x.grow(size)
             self.key_cols = [_grown(k, size) for k in self.key_cols]
         self.n = n
 
@@ -170,9 +185,11 @@ class VectorAggregateOp(FinalInstantsOperator):
         prev = np.concatenate([[0], ends[:-1]])
         old_cnt = np.where(first_of_group, self.count[seg_g], run_cnt[prev])
         new_vals, old_vals = [], []
-        for f, a, _ in self.aggs:
+        for j, (f, a, _) in enumerate(self.aggs):
             if f == "COUNT":
                 nv, ov = new_cnt, old_cnt
+            elif j in self.extremes:
+                nv, ov = self.extremes[j].step(batch.cols[a][order], sign, g_s, ends, old_cnt > 0, new_cnt)
             else:
                 ns = run_sum[a][ends]
                 os_ = np.where(first_of_group, self.sums[a][seg_g], run_sum[a][prev])
@@ -208,6 +225,14 @@ class VectorAggregateOp(FinalInstantsOperator):
             changed |= differ
         dele = changed & (old_cnt > 0)
         ins = changed & (new_cnt > 0)
+        for j, (f, _, _) in enumerate(self.aggs):
+            if f == "SUM" and new_vals[j].dtype == object:    # exact INT sums: rows outside int64 are left out
+                bad_new = ~np.fromiter(map(fits, new_vals[j].tolist()), dtype=bool, count=len(ends))
+                bad_old = ~np.fromiter(map(fits, old_vals[j].tolist()), dtype=bool, count=len(ends))
+                for k in np.flatnonzero(bad_new & ins).tolist():
+                    report(self, j, new_vals[j][k], int(seg_t[k]))
+                ins &= ~bad_new
+                dele &= ~bad_old
         if not (dele.any() or ins.any()):
             return
         # segments are in (group, instant) order; a stable sort by instant gives (instant, group) order,
@@ -222,8 +247,6 @@ class VectorAggregateOp(FinalInstantsOperator):
         cols = [kc[seg_g[seg]] for kc in self.key_cols]
         for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
             v = np.where(is_del, ov[seg], nv[seg])
-            if v.dtype == object:
-                v = _wrap64(v)
             v = v.astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
         self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
@@ -236,11 +259,6 @@ def _may_overflow(base: np.ndarray, v: np.ndarray) -> bool:
         return False
     bound = float(np.abs(base.astype(np.float64)).max(initial=0.0)) + float(np.abs(v.astype(np.float64)).sum())
     return bound >= 2.0**62
-
-
-def _wrap64(x: np.ndarray) -> np.ndarray:
-    """Python integers to int64, wrapping around as two's complement arithmetic does."""
-    return np.fromiter(((int(v) + 2**63) % 2**64 - 2**63 for v in x.tolist()), dtype=np.int64, count=len(x))
 
 
 def _grown(a: np.ndarray, size: int) -> np.ndarray:

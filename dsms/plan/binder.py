@@ -12,11 +12,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields, replace
 
+from dsms.agg_spec import APPROX_RESULT_TYPES
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.cql import ast
 from dsms.errors import SchemaError
 from dsms.expr.compile import infer_type
 from dsms.plan import logical as L
+from dsms.plan.labels import expr_label
 
 NUMERIC = ("INT", "FLOAT", "TIMESTAMP")
 
@@ -839,7 +841,7 @@ class Binder:
                     raise SchemaError(f"{_at(a.pos)}aggregates cannot be nested")
                 arg = self.bind_expr(a.arg, scope)
                 at = self._type(arg, types)
-                if a.func in ("SUM", "AVG") and at not in NUMERIC:
+                if a.func in ("SUM", "AVG", "APPROX_QUANTILE") and at not in NUMERIC:
                     raise SchemaError(f"{_at(a.pos)}{a.func} needs a number, not {at}")
                 if arg in pre_exprs[len(group_exprs):]:
                     col = pre_exprs.index(arg, len(group_exprs))
@@ -847,8 +849,11 @@ class Binder:
                     pre_exprs.append(arg)
                     pre_types.append(at)
                     col = len(pre_exprs) - 1
-                spec = (a.func, col, a.distinct)
+                func = a.func if a.param is None else f"{a.func}:{a.param}"
+                spec = (func, col, a.distinct)
                 t = {"COUNT": "INT", "AVG": "FLOAT"}.get(a.func, at)     # SUM keeps its input's type (SPEC 4)
+                if a.func in APPROX_RESULT_TYPES:
+                    t = APPROX_RESULT_TYPES[a.func] or at                # a quantile is one of the values
             if spec not in aggs:
                 aggs.append(spec)
                 agg_types.append(t)
@@ -881,11 +886,14 @@ class Binder:
             names.append(self._name(it, k, scope))
         having_b = post(having) if having is not None else None
 
-        pre = L.Project(node, tuple(pre_exprs), tuple(pre_types),
-                        names=tuple(f"g{i}" for i in range(len(pre_exprs))))
+        # names for EXPLAIN (outside equality): the expressions as written over the input's names, and the
+        # aggregates as calls on them, so that a plan reads GROUP BY item: COUNT(*), MAX(price)
+        pre_names = tuple(expr_label(e, types, node.names) for e in pre_exprs)
+        pre = L.Project(node, tuple(pre_exprs), tuple(pre_types), names=pre_names)
         agg_node_types = tuple(pre_types[: len(group_exprs)]) + tuple(agg_types)
-        agg = L.Aggregate(pre, tuple(range(len(group_exprs))), tuple(aggs), agg_node_types,
-                          names=tuple(f"a{i}" for i in range(len(agg_node_types))))
+        agg_names = pre_names[: len(group_exprs)] + tuple(
+            f"{f}({'DISTINCT ' if d else ''}{'*' if a is None else pre_names[a]})" for f, a, d in aggs)
+        agg = L.Aggregate(pre, tuple(range(len(group_exprs))), tuple(aggs), agg_node_types, names=agg_names)
         cur = agg
         if having_b is not None:
             self._check_bool(having_b, agg_node_types, having)

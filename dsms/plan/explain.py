@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from dsms.agg_spec import agg_label
 from dsms.expr.compile import compile_expr
 from dsms.formats.xml_codec import visible
 from dsms.plan import logical as L
@@ -49,9 +50,11 @@ def plan_entities(engine, query_id: str) -> dict:
                        "bytes": q.bytes, "shared": q._reader_count() > 1})
     operators = []
     edges = []
+    synopses = _synopses(ops)
     for op in ops:
         inputs, output = [i for i, _ in _inputs(op)], _output(op)[0]
         entry = {"id": op.id, "kind": op.kind, "label": op.detail, "owners": sorted(op.owners),
+                 "positions": getattr(op, "detail_positions", None),
                  "shared": len(op.owners) > 1, "inputs": inputs, "output": output}
         if op.fused is not None:
             entry["fused_into"] = output
@@ -59,7 +62,28 @@ def plan_entities(engine, query_id: str) -> dict:
         edges += [{"from": i, "to": op.id} for i in inputs if not i.startswith("op:")]
         edges.append({"from": op.id, "to": output})
     return {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
-            "queues": queues, "edges": edges}
+            "queues": queues, "synopses": synopses, "edges": edges}
+
+
+def _synopses(ops: list) -> list[dict]:
+    """The synopses (operator state) of the plan's operators, each with the operator that holds it. A window
+    whose tuples are views of a shared store names that store in ``store`` (its own ``bytes`` are what it would
+    cost alone, the store counts the arrays once), and the store is listed with every window of the plan that
+    uses it."""
+    out: dict[str, dict] = {}
+    for op in ops:
+        store = getattr(op, "shared_store", None)
+        for syn in [*op.synopses, *([store] if store is not None and store not in op.synopses else [])]:
+            if syn.id in out:
+                out[syn.id]["operators"].append(op.id)
+                continue
+            owners = sorted(getattr(syn, "owners", ()) or op.owners)
+            entry = {"id": syn.id, "kind": syn.kind, "operators": [op.id], "owners": owners,
+                     "shared": len(owners) > 1}
+            if store is not None and syn is getattr(op, "store", None):
+                entry["store"] = store.id
+            out[syn.id] = entry
+    return list(out.values())
 
 
 def explain_text(engine, query_id: str) -> str:
@@ -83,6 +107,8 @@ def explain_xml(engine, query_id: str) -> str:
     for op in plan["operators"]:
         el = ET.SubElement(doc, "operator", id=op["id"], kind=op["kind"], label=visible(op["label"]),
                            owners=" ".join(op["owners"]))
+        if op["positions"] is not None:       # the label with column positions ($0) instead of names
+            el.set("positions", visible(op["positions"]))
         for q in op["inputs"]:
             ET.SubElement(el, "input", **({"operator": q} if q.startswith("op:") else {"queue": q}))
         if "fused_into" in op:
@@ -161,7 +187,7 @@ def _logical_detail(n) -> str:
             return ("anti" if n.anti else "semi") + (f" on {on}" if on else "")
         return on or "cross product"
     if isinstance(n, L.Aggregate):
-        aggs = ", ".join(f"{f}({'DISTINCT ' if d else ''}{'*' if a is None else f'${a}'})" for f, a, d in n.aggs)
+        aggs = ", ".join(agg_label(f, a, d) for f, a, d in n.aggs)
         return (f"GROUP BY {', '.join(f'${g}' for g in n.group)}: " if n.group else "") + aggs
     if isinstance(n, L.SetOp):
         return n.op + (" ALL" if n.all else "")

@@ -32,6 +32,7 @@ from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
+from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
@@ -101,6 +102,7 @@ class PhysicalPlanner:
 
     def _record(self, node, queue: Queue, op: Operator | None, query_id: str, via=None) -> Queue:
         if op is not None:
+            name_columns(op, node, via)
             self.engine.add_operator(op, query_id)
         inputs = (via,) if via is not None else node.children
         stateful = (op is not None and op.kind not in ("select", "project", "sample")) or any(
@@ -231,6 +233,7 @@ class PhysicalPlanner:
         if old.fused is not None:
             self._unfuse(old)
         view = ProjectOp(columns, self.memo[wider].queue, built.queue, note=view_note(wider))
+        name_columns(view, None, wider)
         self.engine.replace_operator(old, view)
         built.op, built.via = view, wider
         for child in below:
@@ -324,14 +327,19 @@ class PhysicalPlanner:
         out = self._new_queue()
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
-        if vectorisable(node.aggs):
-            return out, VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
-        return out, AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        if vectorisable(node.aggs, arg_types):
+            op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+        else:
+            op = AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
+                             keep_values=not node.child.monotone)
+        names = node.child.names      # an INT SUM outside int64 is reported by its column (SPEC section 4)
+        op.arg_names = ["*" if a is None else names[a] for _, a, _ in node.aggs]
+        return out, op
 
     def _Distinct(self, node: L.Distinct, qid):
         inp = self.build(node.child, qid)
         out = self._new_queue()
-        return out, DistinctOp(inp, out, dtypes_of(node.types))
+        return out, DistinctOp(inp, out, dtypes_of(node.types), insert_only=node.child.monotone)
 
     # ---------------------------------------------------------------- binary
 
@@ -378,7 +386,8 @@ class PhysicalPlanner:
         left = self.build(node.left, qid)
         right = self.build(node.right, qid)
         out = self._new_queue()
-        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types))
+        return out, SetOpOp(node.op, node.all, left, right, out, dtypes_of(node.types),
+                            insert_only=node.left.monotone and node.right.monotone)
 
     # ---------------------------------------------------------------- relation to stream, sinks
 
@@ -393,8 +402,19 @@ class PhysicalPlanner:
     def _Changelog(self, node: L.Changelog, qid):
         inp = self.build(node.child, qid)
         out = self._new_queue()
+        # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
+        # results (the server's snapshot) start from them
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
-                                keep_state=self.engine.building_view, final_net=final_net(node.child))
+                                keep_state=True, final_net=final_net(node.child))
+
+
+def name_columns(op: Operator, node, via=None) -> None:
+    """EXPLAIN shows column names where the operator's label has positions (``GROUP BY item: COUNT(*)`` for
+    ``GROUP BY $0: COUNT(*)``); the positional label stays in ``detail_positions`` for the XML plan."""
+    named = named_label(node, op.detail, via)
+    if named != op.detail:
+        op.detail_positions = op.detail
+        op.detail = named
 
 
 def view_note(shared) -> str:

@@ -4,9 +4,18 @@ one of its concerns (see ``runtime.py``'s docstring and docs/architecture.md).""
 
 from dsms.runtime.catalog_log import CATALOG_NAME
 from dsms.runtime.errors import Conflict, LimitExceeded, NotFound, Overloaded, RuntimeFailure
-from dsms.runtime.results import Closed, Gap, HeartbeatMark, QueryResults, ResultChunk, Subscriber, iter_results
+from dsms.runtime.results import (
+    Closed,
+    Gap,
+    HeartbeatMark,
+    QueryResults,
+    ResultChunk,
+    SnapshotMark,
+    Subscriber,
+    iter_results,
+)
 from dsms.runtime.runtime import Runtime
 
-__all__ = ["Runtime", "Subscriber", "ResultChunk", "Gap", "HeartbeatMark", "Closed", "QueryResults",
+__all__ = ["Runtime", "Subscriber", "ResultChunk", "Gap", "HeartbeatMark", "SnapshotMark", "Closed", "QueryResults",
            "Overloaded", "LimitExceeded", "NotFound", "Conflict", "RuntimeFailure", "CATALOG_NAME",
            "iter_results"]

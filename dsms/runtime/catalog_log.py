@@ -112,6 +112,51 @@ def _read_lines(path: Path, what: str, *, allow_torn: bool) -> tuple[list[dict[s
     return out, torn, None
 
 
+def read_catalog_entries(data_dir: Path | str) -> list[dict[str, Any]]:
+    """The catalog's entries in order, each with its full archive positions ``at`` (every input's position as
+    of it, not only what changed), for tools that read a data directory without being its server (``dsms
+    replay``, dsms/spark). Reads ``catalog.snapshot`` (or ``.prev`` when it is damaged) and ``catalog.log``,
+    else the old ``catalog.json``; changes no file (a torn last log line is left out, not cut), so a server may
+    be running on the directory. CatalogDamaged when a file is damaged past a torn tail."""
+    d = Path(data_dir)
+    snap, path, legacy = d / SNAPSHOT_NAME, d / CATALOG_NAME, d / LEGACY_NAME
+    entries: list[dict[str, Any]] = []
+    if snap.exists() or path.exists():
+        if snap.exists():
+            try:
+                entries, _torn, bad = _read_lines(snap, snap.name, allow_torn=False)
+            except OSError as e:
+                raise CatalogDamaged(f"the catalog {snap} cannot be read: {e}") from None
+            prev = snap.with_name(SNAPSHOT_NAME + ".prev")
+            if bad is not None and prev.exists():
+                entries, _torn, bad = _read_lines(prev, prev.name, allow_torn=False)
+            if bad is not None:
+                raise CatalogDamaged(f"the catalog {snap} is damaged at line {bad}")
+        last = entries[-1].get("n", 0) if entries else 0
+        if path.exists():
+            try:
+                more, _torn, bad = _read_lines(path, path.name, allow_torn=True)
+            except OSError as e:
+                raise CatalogDamaged(f"the catalog {path} cannot be read: {e}") from None
+            if bad is not None:
+                raise CatalogDamaged(f"the catalog {path} is damaged at line {bad}")
+            entries += [e for e in more if e.get("n", 0) > last]
+    elif legacy.exists():
+        try:
+            doc = json.loads(legacy.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CatalogDamaged(f"the catalog {legacy} cannot be read: {e}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("log"), list):
+            raise CatalogDamaged(f"the catalog {legacy} is not a dsms catalog (no 'log' list)")
+        entries = [dict(e) for e in doc["log"] if isinstance(e, dict)]
+    at: dict[str, int] = {}
+    out = []
+    for e in entries:
+        at.update(e.get("at") or {})              # an entry stores only the positions that changed
+        out.append({**e, "at": dict(at)})
+    return out
+
+
 class CatalogLog:
     """The catalog's entries, in the order they happened, and the files that hold them."""
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsms.archive import ArchiveError
 from dsms.errors import DsmsError, InputError
-from dsms.formats import Decoded
+from dsms.formats import Decoded, iso_text
 from dsms.runtime.errors import NotFound, Overloaded, RuntimeFailure
 from dsms.types import to_ticks
 
@@ -144,8 +144,10 @@ class InputPath:
 
     # ------------------------------------------------------------ streams and relations
 
-    def apply_stream(self, stream: str, d: Decoded, nbytes: int) -> asyncio.Future | None:
-        """Validate (the engine's ``prepare``), archive, apply; a future for durability (None: durable)."""
+    def apply_stream(self, stream: str, d: Decoded, nbytes: int, client: bool = False) -> asyncio.Future | None:
+        """Validate (the engine's ``prepare``), archive, apply; a future for durability (None: durable).
+        ``client``: the input came over HTTP, where the stream's time decides whether elements carry ``ts``
+        (an MQTT source knows its stream's time itself)."""
         obj, c = self._begin(stream, "stream", d, nbytes)
         key = obj.name.lower()
         eng = self.rt.engine
@@ -157,7 +159,13 @@ class InputPath:
                 raise InputError("a stream element is always an insert (sign 1)",
                                  index=d.item_of(next(k for k, s in enumerate(d.sign) if s != 1)))
             given_hb = None if d.heartbeat is None else heartbeat_ticks(d.heartbeat)
-            batch = eng.prepare(obj.name, _rows(d), _timestamps(d, frontier))
+            wrong_time = stream_time_error(obj, d) if client else None
+            # with the wrong kind of time, the values are still checked first (a bad value is named first),
+            # against the wall clock rather than timestamps the stream does not take
+            ts = _timestamps(d, frontier) if wrong_time is None else _now(frontier)
+            batch = eng.prepare(obj.name, _rows(d), ts, show=_show(d))
+            if wrong_time is not None:
+                raise wrong_time
         except InputError as e:
             raise self._refused(c, d, e) from None
         n = 0 if batch is None else len(batch)
@@ -190,7 +198,7 @@ class InputPath:
             self.check_backlog(key)
             frontier = eng.frontier(obj.name)
             given_hb = None if d.heartbeat is None else heartbeat_ticks(d.heartbeat)
-            change = eng.prepare_update(obj.name, _rows(d), _timestamps(d, frontier), d.sign)
+            change = eng.prepare_update(obj.name, _rows(d), _timestamps(d, frontier), d.sign, show=_show(d))
         except InputError as e:
             raise self._refused(c, d, e) from None
         n = 0 if change is None else len(change)
@@ -270,8 +278,32 @@ def _timestamps(d: Decoded, frontier: int | None) -> Any:
     what the input has passed."""
     if d.ts is not None:
         return d.ts
+    return _now(frontier)
+
+
+def _now(frontier: int | None) -> int:
+    """The wall clock in milliseconds, never below what the input has passed."""
     now = int(time.time() * 1000)
     return now if frontier is None or now >= frontier else frontier
+
+
+def _show(d: Decoded) -> Callable[[int], str]:
+    """How a message writes a timestamp: ISO 8601 to a client that sent ISO, else the number."""
+    return iso_text if d.iso else str
+
+
+def stream_time_error(obj: Any, d: Decoded) -> InputError | None:
+    """An event-time stream's elements carry ``ts``; an arrival-time stream's do not (the server stamps them):
+    input that mixes the two up is refused rather than stamped and then found late (issue 17)."""
+    time_kind = getattr(obj, "time", "event")
+    if time_kind == "event" and d.ts is None and d.n:
+        return InputError(f"stream '{obj.name}' takes event time: every element needs \"ts\" (milliseconds or "
+                          "ISO 8601); a stream registered with TIME ARRIVAL is stamped by the server instead",
+                          index=0)
+    if time_kind == "arrival" and d.ts is not None and d.n:
+        return InputError(f"stream '{obj.name}' takes arrival time (TIME ARRIVAL): the server stamps each element "
+                          "as it arrives, so elements must not carry \"ts\"", index=0)
+    return None
 
 
 def _new_heartbeat(hb: int | None, frontier: int | None, last_ts: int | None) -> int | None:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from dsms.ingest.mqtt import MqttIngest, MqttPublisher
 from dsms.runtime.results import Closed, QueryResults, ResultChunk, Subscriber
@@ -28,6 +29,7 @@ class MqttAdapters:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.sources: dict[str, Any] = {}
+        self._first: dict[str, asyncio.Task] = {}       # each source's start: its first connection attempt
         self._bg: set[asyncio.Task] = set()
 
     def start_source(self, stream_def: Any) -> None:
@@ -42,11 +44,12 @@ class MqttAdapters:
             log.error("MQTT adapter for %s could not be created: %s", stream_def.name, e)
             return
         self.sources[key] = adapter
-        self.spawn(self.guard(adapter.start(), f"MQTT adapter for {stream_def.name}"))
+        self._first[key] = self.spawn(self.guard(adapter.start(), f"MQTT adapter for {stream_def.name}"))
 
     async def stop_source(self, key: str, dropped: bool = False) -> None:
         """Stop one stream's adapter; after a DROP its broker session is discarded too."""
         adapter = self.sources.pop(key, None)
+        self._first.pop(key, None)
         if adapter is not None:
             coro = adapter.stop(discard_session=True) if dropped else adapter.stop()
             await self.guard(coro, f"stopping the MQTT adapter of {key}")
@@ -102,10 +105,47 @@ class MqttAdapters:
             self.rt.errors["mqtt"] += 1
             log.error("%s failed: %s", what, e)
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> asyncio.Task:
         t = asyncio.get_running_loop().create_task(coro)
         self._bg.add(t)
         t.add_done_callback(self._bg.discard)
+        return t
 
     def stats(self) -> dict[str, dict]:
         return {k: dict(getattr(a, "stats", {}) or {}) for k, a in self.sources.items()}
+
+    def connection(self, name: str) -> dict[str, Any] | None:
+        """The state of a stream's source: ``broker`` (its URL without credentials), ``topic``, ``state``
+        (connecting, connected or disconnected) and ``error`` (the last one); None for a stream without one."""
+        key = name.lower()
+        adapter = self.sources.get(key)
+        if adapter is None:
+            return None
+        stats = dict(getattr(adapter, "stats", {}) or {})
+        first = self._first.get(key)
+        state = "connected" if stats.get("connected") else (
+            "connecting" if first is not None and not first.done() else "disconnected")
+        return {"broker": public_url(self.rt.config.mqtt_url), "topic": stats.get("topic"), "state": state,
+                "error": stats.get("last_error")}
+
+    async def warning(self, name: str, wait: float = 5.0) -> str | None:
+        """After registering a stream read from MQTT: None once its first connection attempt succeeded, else
+        a warning that names the broker and the error (the source keeps retrying meanwhile)."""
+        first = self._first.get(name.lower())
+        if first is not None and not first.done():
+            await asyncio.wait({first}, timeout=wait)
+        conn = self.connection(name)
+        if conn is None or conn["state"] == "connected":
+            return None
+        why = conn["error"] or f"no connection after {wait:g} s"
+        return (f"cannot connect to the MQTT broker {conn['broker']}: {why}; the stream is registered and its "
+                f"source keeps retrying (GET /streams/{name} shows the connection state)")
+
+
+def public_url(url: str) -> str:
+    """A URL without its user and password, to show in messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))

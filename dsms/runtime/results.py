@@ -22,6 +22,7 @@ import numpy as np
 
 from dsms.batch import Batch, Element, Heartbeat
 from dsms.engine import Query
+from dsms.formats import iso_text
 
 
 class ResultChunk:
@@ -31,15 +32,20 @@ class ResultChunk:
     ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
     lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
 
-    __slots__ = ("names", "ts", "sign", "cols", "_enc", "_nbytes")
+    __slots__ = ("names", "ts", "sign", "cols", "_enc", "_nbytes", "seq", "snapshot")
 
-    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any]) -> None:
+    def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any], seq: int | None = None,
+                 snapshot: bool = False) -> None:
         self.names = names
         self.ts = ts
         self.sign = sign
         self.cols = cols
         self._enc: dict[str, bytes] = {}
         self._nbytes: int | None = None
+        # ``seq``: the id of the first element (the k-th result element of the query has id k; SSE ``id:``);
+        # for a snapshot (a relation's contents, ``snapshot``), the id of the last element it includes
+        self.seq = seq
+        self.snapshot = snapshot
 
     @property
     def nbytes(self) -> int:
@@ -74,13 +80,19 @@ class ResultChunk:
 
     def cut(self, i: int) -> ResultChunk:
         """The elements from position ``i`` on (numpy slices are views: no element is copied)."""
-        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols])
+        seq = self.seq + i if self.seq is not None and not self.snapshot else self.seq
+        return ResultChunk(self.names, self.ts[i:], self.sign[i:], [c[i:] for c in self.cols], seq, self.snapshot)
 
-    def encode(self, encoder: Any) -> bytes:
-        data = self._enc.get(encoder.name)
+    def encode(self, encoder: Any, iso: bool = False) -> bytes:
+        """The elements in ``encoder``'s format; with ``iso``, timestamps as ISO 8601 text (``?ts=iso``)."""
+        key = encoder.name + (":iso" if iso else "")
+        data = self._enc.get(key)
         if data is None:
-            data = encoder.elements(self.names, self.ts, self.sign, self.cols)
-            self._enc[encoder.name] = data
+            ts = [iso_text(t) for t in _plain(self.ts)] if iso else self.ts
+            data = encoder.elements(self.names, ts, self.sign, self.cols)
+            if encoder.frame is not None:
+                data = encoder.frame(data, self.seq, self.snapshot)
+            self._enc[key] = data
         return data
 
     def elements(self) -> list[Element]:
@@ -113,6 +125,14 @@ class HeartbeatMark:
     """The query's output has passed ``ts``: results below it are final."""
 
     ts: int
+
+
+@dataclass(frozen=True)
+class SnapshotMark:
+    """A relation's current contents follow: ``rows`` elements at ``ts`` (then its changelog goes on)."""
+
+    ts: int
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -305,6 +325,7 @@ class QueryResults:
     def fan_out(self, b: Batch, deliver: bool = True) -> None:
         """One result batch: counted, retained, offered to every reader (each gap counted as missed)."""
         chunk = ResultChunk.from_batch(self.names, b)
+        chunk.seq = self.results_out + 1
         self.results_out += len(chunk)
         self.batches_out += 1
         self.last_ts = chunk.last_ts
@@ -328,12 +349,38 @@ class QueryResults:
                 "retained": self.ring_elements, "retention": self.retention, "missed_by_readers": self.missed,
                 "last_ts": self.last_ts, "last_heartbeat": self.last_heartbeat}
 
-    def subscribe(self, capacity: int, from_ts: int | None = None, max_bytes: int | None = None,
+    def oldest_seq(self) -> int:
+        """The id of the oldest element the ring holds (of the next one when it holds none)."""
+        return self.ring[0].seq if self.ring else self.results_out + 1
+
+    def can_resume(self, after: int) -> bool:
+        """Whether a reader that has the elements up to id ``after`` can go on from the ring: a stream's
+        always (what the ring no longer holds is reported as a gap), a relation's only while the ring holds
+        every change since (else it starts afresh from a snapshot)."""
+        return self.query.kind != "relation" or after + 1 >= self.oldest_seq()
+
+    def subscribe(self, capacity: int, from_ts: int | None = None, *, after: int | None = None,
+                  contents: list[tuple] | None = None, now: int = 0, max_bytes: int | None = None,
                   budget: ReaderBudget | None = None) -> Subscriber:
-        """A new reader; with ``from_ts``, retained results with ts >= from_ts are queued first (as much as
-        the ring holds; replayed results are bounded by the ring, not the buffer, and shared with it)."""
+        """A new reader, its buffer bounded by ``capacity`` elements and ``max_bytes`` inside the server's
+        ``budget``. With ``after`` (the id of the last element it has, SSE's Last-Event-ID), the retained
+        elements after it are queued first, preceded by a gap for those the ring no longer holds; else with
+        ``contents`` (a relation's current rows), a snapshot of them; else with ``from_ts``, retained results
+        with ts >= from_ts (as much as the ring holds; replayed results are bounded by the ring, not the
+        buffer, and shared with it)."""
         sub = Subscriber(self.query.id, capacity, max_bytes, budget)
-        if from_ts is not None:
+        if after is not None:
+            oldest = self.oldest_seq()
+            if after + 1 < oldest:
+                sub.items.append(Gap(oldest - after - 1, None, None))
+            for chunk in self.ring:
+                if chunk.seq + len(chunk) - 1 > after:
+                    part = chunk.cut(max(after + 1 - chunk.seq, 0))
+                    sub.items.append(part)
+                    sub.buffered += len(part)
+        elif contents is not None:
+            self._snapshot_into(sub, contents, now)
+        elif from_ts is not None:
             for chunk in self.ring:
                 if chunk.last_ts < from_ts:
                     continue
@@ -343,6 +390,18 @@ class QueryResults:
                     sub.buffered += len(part)
         self.subscribers.add(sub)
         return sub
+
+    def _snapshot_into(self, sub: Subscriber, rows: list[tuple], now: int) -> None:
+        """Queue ``rows`` (the query's contents once everything it produced has been fanned out, so the
+        changelog the reader gets next starts right after them) as a snapshot at the latest known instant."""
+        ts = max([t for t in (self.last_ts, None if self.last_heartbeat is None else self.last_heartbeat - 1)
+                  if t is not None], default=now)
+        sub.items.append(SnapshotMark(ts, len(rows)))
+        if rows:
+            cols = [list(c) for c in zip(*rows)]
+            # a new copy of the rows, unlike the ring's shared batches: counted against the reader's bytes
+            sub._hold(ResultChunk(self.names, [ts] * len(rows), [1] * len(rows), cols, self.results_out,
+                                  snapshot=True))
 
     def set_retention(self, n: int) -> None:
         self.retention = n

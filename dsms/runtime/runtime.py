@@ -31,7 +31,7 @@ from dsms.config import Config, load_config
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.engine import Engine, Query
-from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError
+from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError, relocate
 from dsms.formats import Decoded
 from dsms.ingest.mqtt.url import parse_mqtt_url
 from dsms.runtime.catalog_log import CatalogLog, check_writable, split_statements
@@ -205,40 +205,49 @@ class Runtime:
     STATEMENT_KINDS = {ast.RegisterStream: "stream", ast.RegisterRelation: "relation", ast.RegisterQuery: "query",
                        ast.QueryStatement: "query", ast.RegisterView: "view", ast.Drop: "drop"}
 
-    def execute(self, text: str, expect: Sequence[str] | None = None) -> list[Any]:
-        """Run CQL statements one by one, logging each that succeeds. Returns the engine's result of each.
-        On an error, the statements before it stay applied; the exception carries ``done`` (their results)
-        and ``statement`` (the 0-based index of the failing one).
+    def execute(self, text: str, expect: Sequence[str] | None = None, *, bare_queries: bool = True) -> list[Any]:
+        """Run CQL statements one by one, logging each that succeeds. Returns the engine's result of each
+        (SHOW, DESCRIBE and EXPLAIN answer without changing anything). On an error, the statements before it
+        stay applied; the exception carries ``done`` (their results) and ``statement`` (the 0-based index of
+        the failing one); a position in it counts from the start of ``text``.
 
         ``expect`` (kinds among ``stream``, ``relation``, ``query``, ``view``, ``drop``): the text must be
         exactly one statement of one of these kinds, else InputError before anything runs (an endpoint that
-        registers one kind of object uses it, so CQL is parsed once, here)."""
+        registers one kind of object uses it, so CQL is parsed once, here). ``bare_queries=False`` refuses a
+        bare ``SELECT`` before anything runs (``POST /cql``: its results could be read only by an id the
+        sender would have to look up, and it would run until dropped)."""
         done: list[Any] = []
-        for k, (stmt, piece) in enumerate(zip(*self._parse(text, expect))):
-            self._execute_at(k, stmt, piece, done)
+        stmts, pieces = self._parse(text, expect, bare_queries)
+        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
+            self._execute_at(k, stmt, piece, done, len(stmts) > 1)
         return done
 
-    async def execute_async(self, text: str, expect: Sequence[str] | None = None) -> list[Any]:
+    async def execute_async(self, text: str, expect: Sequence[str] | None = None, *,
+                            bare_queries: bool = True) -> list[Any]:
         """:meth:`execute` for the HTTP layer: the text is parsed in a thread and the event loop is given back
         between statements, so one request of a thousand statements does not hold up every other request."""
         done: list[Any] = []
-        stmts, pieces = await asyncio.to_thread(self._parse, text, expect)
+        stmts, pieces = await asyncio.to_thread(self._parse, text, expect, bare_queries)
         for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
             if k and k % 8 == 0:
                 await asyncio.sleep(0)
-            self._execute_at(k, stmt, piece, done)
+            self._execute_at(k, stmt, piece, done, len(stmts) > 1)
         return done
 
-    def _execute_at(self, k: int, stmt: Any, piece: str, done: list[Any]) -> None:
+    def _execute_at(self, k: int, stmt: Any, piece: str, done: list[Any], several: bool) -> None:
         try:
             done.append(self._execute_one(stmt, piece))
         except DsmsError as e:
+            if several:                 # positions count from the start of the body, not the statement
+                relocate(e, stmt.pos)
             e.done = done               # type: ignore[attr-defined]
             e.statement = k             # type: ignore[attr-defined]
             raise
 
-    def _parse(self, text: str, expect: Sequence[str] | None) -> tuple[list[Any], list[str]]:
-        """The statements of ``text`` and the source text of each, checked against the limits and ``expect``."""
+    def _parse(self, text: str, expect: Sequence[str] | None,
+               bare_queries: bool = True) -> tuple[list[Any], list[str]]:
+        """The statements of ``text`` and the source text of each, checked against the limits, ``expect`` and
+        ``bare_queries``."""
         if not isinstance(text, str):
             raise CQLError("a statement must be a string")
         if len(text) > self.statement_chars:
@@ -254,9 +263,13 @@ class Runtime:
                                    f"{k.upper()} statement" if k == "drop" else f"REGISTER {k.upper()} ..."
                                    for k in expect)
                 raise InputError(f"expected exactly one {what}; got {len(got)} statement(s): {', '.join(got)}")
+        if not bare_queries:
+            _refuse_bare_queries(stmts)
         return stmts, split_statements(text, stmts)
 
     def _execute_one(self, stmt: Any, text: str) -> Any:
+        if isinstance(stmt, ast.READ_ONLY):     # SHOW, DESCRIBE, EXPLAIN: nothing to log, start or count
+            return self.engine.execute(text)
         creates_query = isinstance(stmt, ast.RegisterQuery | ast.RegisterView | ast.QueryStatement)
         if creates_query and len(self.engine.queries()) >= self.max_queries:
             raise LimitExceeded(f"{len(self.engine.queries())} queries are registered; the limit is "
@@ -389,11 +402,15 @@ class Runtime:
             decoded.ts = np.full(decoded.n, ts, dtype=np.int64) if isinstance(ts, int | np.integer) and \
                 not isinstance(ts, bool) else ts
         decoded.heartbeat = heartbeat
-        return await self.ingest_decoded(stream, decoded, nbytes=nbytes)
+        fut = self.input.apply_stream(stream, decoded, nbytes)
+        if fut is not None:
+            await fut
+        return decoded.n
 
     async def ingest_decoded(self, stream: str, d: Decoded, *, nbytes: int = 0) -> int:
-        """:meth:`ingest` for a decoded request body (the HTTP path)."""
-        fut = self.input.apply_stream(stream, d, nbytes)
+        """:meth:`ingest` for a decoded request body (the HTTP path), where the stream's time decides whether
+        the elements carry ``ts`` (docs/http-api.md)."""
+        fut = self.input.apply_stream(stream, d, nbytes, client=True)
         if fut is not None:
             await fut
         return d.n
@@ -426,12 +443,27 @@ class Runtime:
     def _collect(self) -> None:
         collect(self.states.values(), deliver=not self.recovering)
 
-    def subscribe(self, query: str, from_ts: int | None = None, buffer: int | None = None) -> Subscriber:
+    def subscribe(self, query: str, from_ts: int | None = None, buffer: int | None = None, *,
+                  after: int | None = None, snapshot: bool = False) -> Subscriber:
         """A new reader of ``query``'s results; with ``from_ts``, retained results with ts >= from_ts are
-        queued first (as much as fits the buffer; the rest is reported as a gap)."""
+        queued first (as much as fits the buffer; the rest is reported as a gap). With ``after`` (the id of
+        the last element the reader has, SSE's Last-Event-ID), the retained elements after it. With
+        ``snapshot``, a relation-valued query's reader first gets its current contents (docs/http-api.md)."""
         q = self.query(query)
-        return self.states[q.id].subscribe(buffer or self.subscriber_buffer, from_ts, self.reader_bytes,
-                                           self.readers)
+        st = self.states[q.id]
+        capacity = buffer or self.subscriber_buffer
+        bounds = {"max_bytes": self.reader_bytes, "budget": self.readers}
+        if after is not None:
+            if st.can_resume(after):
+                return st.subscribe(capacity, after=after, **bounds)
+            snapshot = True                     # a relation's changes since are gone: start it afresh
+        if snapshot and q.kind == "relation" and from_ts is None:
+            # the sink's contents once everything it has produced is fanned out, so the changelog the reader
+            # gets next starts right after them
+            self._collect()
+            return st.subscribe(capacity, contents=self.engine.contents(q.id), now=self.engine.now() or 0,
+                                **bounds)
+        return st.subscribe(capacity, from_ts, **bounds)
 
     def close_readers(self, reason: str) -> None:
         """End every result stream (the server is stopping: the HTTP server can then close them)."""
@@ -464,6 +496,11 @@ class Runtime:
     def entity(self, eid: str) -> dict:
         return self._entity_obj(eid).get()
 
+    def entity_attributes(self, eid: str) -> list[dict]:
+        """Each attribute of the entity's control table with its metadata (type, unit, range, writable,
+        description): what an editor of the table needs to know before a write."""
+        return self._entity_obj(eid).describe()
+
     def entity_history(self, eid: str) -> list[dict]:
         return [c.to_dict() for c in self._entity_obj(eid).history()]
 
@@ -489,7 +526,8 @@ class Runtime:
     # ------------------------------------------------------------ statistics (the read API of docs/server.md)
     # What the web layer (handlers, GUI, metrics) reads, so it needs no engine or runtime internals:
     # streams(), relations(), queries(), query(), source(), used_by(), source_stats(), query_stats(),
-    # runtime_stats(), system(), entities(), entity(), entity_history(), explain(), mqtt_stats().
+    # runtime_stats(), system(), entities(), entity(), entity_history(), explain(), mqtt_stats(),
+    # mqtt_connection().
 
     def source_stats(self, name: str) -> dict[str, Any]:
         """Ingest statistics of one stream or relation: elements, requests, bytes, refusals, heartbeats,
@@ -523,6 +561,16 @@ class Runtime:
         """The statistics of every MQTT ingest adapter, by stream."""
         return self.mqtt.stats()
 
+    def mqtt_connection(self, name: str) -> dict[str, Any] | None:
+        """The state of a stream's MQTT source: ``broker`` (its URL without credentials), ``topic``, ``state``
+        (connecting, connected or disconnected) and ``error`` (the last one); None for a stream without one."""
+        return self.mqtt.connection(name)
+
+    async def mqtt_warning(self, name: str, wait: float = 5.0) -> str | None:
+        """After registering a stream read from MQTT: None once its first connection attempt succeeded, else
+        a warning that names the broker and the error (the source keeps retrying meanwhile)."""
+        return await self.mqtt.warning(name, wait)
+
     def runtime_stats(self) -> dict[str, Any]:
         """Global statistics: catalog sizes, ingest, backlog, readers, engine slices, archive, recovery,
         errors by kind."""
@@ -543,3 +591,15 @@ class Runtime:
             "punctuations_ignored": self.input.punctuations,
             "errors": dict(self.errors),
         }
+
+
+def _refuse_bare_queries(stmts: Sequence[Any]) -> None:
+    """A bare ``SELECT`` is refused with how to register it (``execute(..., bare_queries=False)``)."""
+    for k, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.QueryStatement):
+            line, column = stmt.pos or (None, None)
+            e = CQLError("a bare query is not run by POST /cql: register it with a name (REGISTER QUERY name AS "
+                         "SELECT ...) and read GET /queries/name/results, or POST it to /queries "
+                         '({"cql": "SELECT ..."}) for an id', line, column)
+            e.statement, e.done = k, []           # type: ignore[attr-defined]
+            raise e

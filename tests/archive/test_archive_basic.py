@@ -12,7 +12,6 @@ import pytest
 
 from dsms.archive import (
     Archive,
-    ArchiveCorrupt,
     ArchiveError,
     ArchiveLocked,
     ArchiveValueError,
@@ -341,22 +340,27 @@ def test_reader_snapshot_ignores_later_appends(tmp_path: Path) -> None:
 
 
 def test_checksummed_garbage_is_reported_not_truncated(tmp_path: Path) -> None:
+    """A whole frame whose CRC is right but whose payload does not decode was not torn by a crash: it is
+    skipped and reported as one lost frame (issue 18), kept in the file and in quarantine, never cut."""
     d = tmp_path / "archive" / "S"
     d.mkdir(parents=True)
     seg = d / f"{0:020d}.seg"
-    seg.write_bytes(encode_frame(msgpack.packb({"k": "hb", "ts": 1})) + encode_frame(b"\xc1"))
+    bad = encode_frame(b"\xc1")
+    seg.write_bytes(encode_frame(msgpack.packb({"k": "hb", "ts": 1})) + bad)
     size = seg.stat().st_size
-    with pytest.raises(ArchiveCorrupt, match=r"00000000000000000000\.seg, frame at offset 18"):
-        Archive(tmp_path)
-    assert seg.stat().st_size == size
-    with pytest.raises(ArchiveCorrupt):
-        Archive(tmp_path, read_only=True)
-    seg.write_bytes(encode_frame(msgpack.packb({"k": "hb", "ts": 1})))
-    with Archive(tmp_path) as a:  # the lock was released by the failed open
-        assert [r.ts for r in a.read("S")] == [1]
+    for read_only in (True, False):
+        with Archive(tmp_path, read_only=read_only) as a:
+            assert [r.ts for r in a.read("S")] == [1]
+            (lost,) = a.damage
+            assert (lost.offset, lost.first_seq, lost.frames, lost.after_ts) == (18, 1, 1, 1)
+            assert "does not decode" in lost.reason
+            assert (lost.quarantine is None) == read_only
+            assert a.recovery == [] and a.ranges()["S"].next_seq == 2
+        assert seg.stat().st_size == size
+    assert lost.quarantine.read_bytes() == bad
     seg.write_bytes(encode_frame(msgpack.packb({"k": "wat", "ts": 1})))
-    with pytest.raises(ArchiveCorrupt, match="unknown frame kind"):
-        Archive(tmp_path)
+    with Archive(tmp_path) as a:
+        assert list(a.read("S")) == [] and "unknown frame kind" in a.damage[0].reason
 
 
 def test_frame_layout(tmp_path: Path) -> None:

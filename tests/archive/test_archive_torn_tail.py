@@ -1,5 +1,7 @@
-"""Torn tails (SPEC section 9): a frame cut anywhere, or with a bad checksum, is detected on open and truncated
-in write mode; everything before it survives and appending afterwards works."""
+"""Torn tails (SPEC section 9): a last frame cut anywhere is detected on open and truncated in write mode;
+everything before it survives and appending afterwards works. A whole last frame that is damaged is not a
+torn tail: it is skipped or repaired, never cut (issue 18; tests/faults/test_archive_bitflips.py flips
+every byte)."""
 
 from __future__ import annotations
 
@@ -88,8 +90,14 @@ def test_cut_at_every_byte_inside_the_last_frame(pristine: tuple[Path, int, int]
 
 @pytest.mark.parametrize("where", ["crc0", "crc1", "crc2", "crc3", "payload_first", "payload_last", "len_small",
                                    "len_huge"])
-def test_bad_checksum_or_length_is_a_torn_tail(pristine: tuple[Path, int, int], tmp_path: Path, where: str) -> None:
+def test_damaged_whole_last_frame_is_skipped_or_repaired_never_cut(pristine: tuple[Path, int, int], tmp_path: Path,
+                                                                   where: str) -> None:
+    """A whole last frame with a bad checksum or length is not a torn tail (issue 18): its bytes were all
+    written, so it was acknowledged. A damaged length is repaired (the CRC proves it was the only damage);
+    any other damage loses that frame, which keeps its sequence number, its bytes and a quarantine copy."""
     src, last_start, end = pristine
+    with Archive(src, read_only=True) as a:
+        everything = [as_plain(r) for r in a.read("S")]
     d = tmp_path / "d"
     shutil.copytree(src, d)
     data = bytearray(segment(d).read_bytes())
@@ -103,7 +111,21 @@ def test_bad_checksum_or_length_is_a_torn_tail(pristine: tuple[Path, int, int], 
     else:
         data[pos] ^= 0x40
     segment(d).write_bytes(bytes(data))
-    check_recovers(d, last_start, end - last_start)
+    repaired = where.startswith("len")
+    expected = everything if repaired else everything[:-1]
+    for _ in range(2):
+        with Archive(d, fsync="never") as a:
+            assert a.recovery == [] and segment(d).stat().st_size >= end
+            assert [as_plain(r) for r in a.read("S")][:len(expected)] == expected
+            (lost,) = a.damage
+            assert (lost.offset, lost.first_seq, lost.repaired) == (last_start, N - 1, repaired)
+            assert lost.frames == (0 if repaired else 1)
+            if not repaired:
+                assert lost.quarantine.read_bytes() == bytes(data[last_start:end])
+            if segment(d).stat().st_size == end:
+                assert a.append_heartbeat("S", 1000) == N      # numbering continues after the damaged frame
+    with Archive(d, fsync="never") as a:
+        assert [as_plain(r) for r in a.read("S")] == expected + [("hb", N, 1000)]
 
 
 def test_zero_filled_tail(pristine: tuple[Path, int, int], tmp_path: Path) -> None:

@@ -104,7 +104,7 @@ def test_fused_window_keeps_its_entity_and_control_table():
         assert ids[w.id]["fused_into"] == join.id and w.store.id in ids
     assert all(e["id"] in eng.registry for e in ids.values())
     text = eng.explain(q.id)
-    assert f"-> {join.id}, fused)" in text and f"join: L$0 = R$0  ({windows[0].id}, {windows[1].id} ->" in text
+    assert f"-> {join.id}, fused)" in text and f"join: a#0 = a#2  ({windows[0].id}, {windows[1].id} ->" in text
     plan = eng.explain(q.id, "json")
     assert {"from": windows[0].id, "to": join.id} in plan["edges"]
     assert not eng.policy.topology.knows(windows[0])                       # the scheduler sees the join only

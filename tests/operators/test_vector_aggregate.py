@@ -13,6 +13,7 @@ from dsms.batch import Batch
 from dsms.operators.vector_aggregate import VectorAggregateOp
 from dsms.plan import physical
 from dsms.queues import Queue
+from synopses import int_extremes
 
 QUERY = "SELECT k, COUNT(*) AS c, SUM(v) AS s, AVG(v) AS a, SUM(i) AS si, AVG(i) AS ai FROM S [RANGE 7] GROUP BY k"
 
@@ -27,7 +28,7 @@ rows = st.lists(st.tuples(keys, st.sampled_from([0.1, 0.2, 1.5, -3.25, 1e6]), st
 def run(batches, vectorised: bool):
     saved = physical.vectorisable
     if not vectorised:
-        physical.vectorisable = lambda aggs: False
+        physical.vectorisable = lambda *args: False
     try:
         eng = Engine()
         eng.execute("REGISTER STREAM S (k INT, v FLOAT, i INT)")
@@ -74,7 +75,7 @@ def test_float_sum_keeps_no_residue_of_expired_values():
     def changelog(vectorised: bool, one_batch: bool):
         saved = physical.vectorisable
         if not vectorised:
-            physical.vectorisable = lambda aggs: False
+            physical.vectorisable = lambda *args: False
         try:
             eng = Engine()
             eng.execute("REGISTER STREAM T (k INT, d FLOAT)")
@@ -198,3 +199,66 @@ def test_group_table_growth_against_a_model(sparse):
     assert sorted(ids)[-2] - sorted(ids)[1] > 1 << 16                # beyond the lookup table's fixed span
     assert bool(len(op.int_ids.lut)) != sparse                        # dense keys: the table widened with them
     assert op._groups_live() == len(state)
+
+
+EXTREME_QUERIES = [
+    # a RANGE window: inserts and expiries at many instants, several rows per instant, negative values
+    "SELECT k, MIN(i) AS lo, MAX(i) AS hi, COUNT(*) AS c FROM S [RANGE 7] GROUP BY k",
+    # a tumbling window: the whole window replaced at one instant (NEXMark q7's MAX)
+    "SELECT MAX(i) AS hi, MIN(i) AS lo FROM S [RANGE 6 SLIDE 6]",
+    # a ROWS window: every insert past the first four deletes the oldest row at the same instant
+    "SELECT k, MAX(i) AS hi FROM S [ROWS 4] GROUP BY k",
+    # insert-only: every group takes the running-maximum path
+    "SELECT k, MAX(i) AS hi, MIN(i) AS lo FROM S GROUP BY k",
+]
+
+
+def run_extremes(query: str, batches, vectorised: bool):
+    saved = physical.vectorisable
+    if not vectorised:
+        physical.vectorisable = lambda *args: False
+    try:
+        eng = Engine()
+        eng.execute("REGISTER STREAM S (k INT, v FLOAT, i INT)")
+        q = eng.execute(query)
+        kinds = {type(op).__name__ for op in eng.ops}
+        t = 0
+        for batch in batches:
+            ts = []
+            for *_, gap in batch:
+                t += gap
+                ts.append(t)
+            eng.push("S", [{"k": k, "v": v, "i": i} for k, v, i, _ in batch], ts=ts)
+            eng.run()
+        eng.heartbeat(t + 20)
+        eng.run()
+        return kinds, sorted((e.ts, e.sign, tuple(e.row.items())) for e in q.drain())
+    finally:
+        physical.vectorisable = saved
+
+
+@pytest.mark.parametrize("small", [int_extremes.SMALL, 0], ids=["small-groups-in-python", "numpy-only"])
+@pytest.mark.parametrize("query", EXTREME_QUERIES)
+@settings(max_examples=40, deadline=None)
+@given(batches=st.lists(rows, min_size=1, max_size=6))
+def test_vectorised_min_max_equal_row_at_a_time(query, small, batches):
+    """MIN/MAX of INT under window deletes: the vectorised aggregate (synopses/int_extremes.py) gives the
+    changelog of the row-at-a-time one (ExtremeBag), instant by instant; with small groups walked in Python
+    and with every group through the numpy segment walk (``SMALL = 0``)."""
+    saved, int_extremes.SMALL = int_extremes.SMALL, small
+    try:
+        kv, fast = run_extremes(query, batches, True)
+    finally:
+        int_extremes.SMALL = saved
+    kr, slow = run_extremes(query, batches, False)
+    assert "VectorAggregateOp" in kv and "VectorAggregateOp" not in kr
+    assert fast == slow
+
+
+def test_min_max_of_float_stay_row_at_a_time():
+    """FLOAT extremes keep ExtremeBag (NaN and -0.0 have their contract there)."""
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (k INT, v FLOAT, i INT)")
+    eng.execute("SELECT k, MAX(v) AS m FROM S [RANGE 5] GROUP BY k")
+    eng.execute("SELECT k, MAX(i) AS m FROM S [RANGE 5] GROUP BY k")
+    assert [type(op).__name__ for op in eng.ops if op.kind == "aggregate"] == ["AggregateOp", "VectorAggregateOp"]

@@ -107,7 +107,7 @@ def _ticks(t, index=None):
 
 
 def _wrap(v):
-    """INT results wrap around in two's complement int64 (contract: INT arithmetic and SUM of INT, as numpy)."""
+    """INT results wrap around in two's complement int64 (contract: INT arithmetic, as numpy; not SUM)."""
     if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
         return (v + 2**63) % 2**64 - 2**63
     return v
@@ -1224,7 +1224,8 @@ class Reference:
         if f == "COUNT":
             return len(vals)
         if f == "SUM":   # FLOAT: the correctly rounded sum of the bag, whatever order its values came in
-            return _fsum(vals) if any(_is_float(v) for v in vals) else _wrap(sum(vals[1:], vals[0]))
+            # INT: the exact sum, never wrapped (SPEC section 4); the engine leaves a row outside int64 out
+            return _fsum(vals) if any(_is_float(v) for v in vals) else sum(vals[1:], vals[0])
         if f == "AVG":   # FLOAT: that sum divided by the count (contract)
             return _fsum(vals) / len(vals) if any(_is_float(v) for v in vals) else sum(vals) / len(vals)
         if f in ("MIN", "MAX") and _NAN in vals:

@@ -121,7 +121,8 @@ def test_cql_errors_are_400_with_position(server: Server, uniq: str) -> None:
     assert r.status == 400
     e = r.json()
     assert e["error"] == "CQL error" and e["line"] == 1 and e["column"] and e["detail"]
-    r = server.post("/cql", json_body={"cql": f"REGISTER STREAM {uniq} (a INT); SELECT nope FROM {uniq}"})
+    r = server.post("/cql", json_body={"cql": f"REGISTER STREAM {uniq} (a INT); "
+                                              f"REGISTER QUERY {uniq}_bad AS SELECT nope FROM {uniq}"})
     assert r.status == 400
     e = r.json()
     assert e["statement"] == 1 and e["done"][0]["name"] == uniq       # the first statement stays applied
@@ -376,7 +377,8 @@ def test_plan_entities_and_system(server: Server, uniq: str) -> None:
     assert r.status == 200 and r.json()["priority"] == 3, r
     r = server.request("PATCH", f"/entities/{op}", json_body={"priority": -5})
     assert r.status == 400 and r.json()["error"] == "refused" and r.json()["attribute"] == "priority"
-    assert server.request("PATCH", f"/entities/{op}", json_body={"no_such_knob": 1}).status == 404
+    r = server.request("PATCH", f"/entities/{op}", json_body={"no_such_knob": 1})       # docs/control-tables.md
+    assert r.status == 400 and r.json()["error"] == "refused" and "no_such_knob" in r.json()["detail"]
     assert server.request("PATCH", f"/entities/{op}", json_body={"tuples_in": 1}).status == 400
     assert server.get("/entities/op:999999").status == 404
     assert server.get("/entities?query=nope").status == 404

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from dsms.catalog import StreamDef
 from dsms.errors import InputError
 from dsms.formats import Decoded, decode_input, parse_ts
 from dsms.runtime import Runtime
@@ -19,11 +20,25 @@ from web.describe import clean, columns, describe_query, describe_result, descri
 from web.keys import RUNTIME
 
 __all__ = ["runtime", "read_json", "read_json_object", "int_param", "bool_param", "decode_body", "register_text",
-           "clean", "columns", "describe_query", "describe_result", "describe_source"]
+           "clean", "columns", "describe_query", "describe_result", "describe_source", "with_warnings"]
 
 
 def runtime(request: web.Request) -> Runtime:
     return request.app[RUNTIME]
+
+
+async def with_warnings(rt: Runtime, results: list[Any]) -> list[dict[str, Any]]:
+    """What each statement did, with a ``warning`` on a stream read from MQTT whose broker could not be
+    reached (the registration stands; the source keeps retrying)."""
+    out = []
+    for r in results:
+        d = describe_result(r)
+        if isinstance(r, StreamDef) and r.source is not None:
+            warning = await rt.mqtt_warning(r.name)
+            if warning is not None:
+                d["warning"] = warning
+        out.append(d)
+    return out
 
 
 async def read_json(request: web.Request, what: str = "body") -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from dsms.errors import InputError
-from web.handlers.common import describe_result, read_json_object, runtime
+from web.handlers.common import read_json_object, runtime, with_warnings
 
 
 async def cql_text(request: web.Request) -> str:
@@ -28,7 +28,9 @@ async def cql_text(request: web.Request) -> str:
 
 
 async def post_cql(request: web.Request) -> web.Response:
-    """Run the statements in order; 200 with what each created or dropped."""
+    """Run the statements in order; 200 with what each created, dropped, showed or explained. A bare query
+    is refused before anything runs (docs/http-api.md: it would be a query nobody can name or read)."""
     text = await cql_text(request)
-    results = await runtime(request).execute_async(text)
-    return web.json_response({"results": [describe_result(r) for r in results]})
+    rt = runtime(request)
+    results = await rt.execute_async(text, bare_queries=False)
+    return web.json_response({"results": await with_warnings(rt, results)})

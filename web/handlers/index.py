@@ -1,5 +1,5 @@
-"""``GET /``: a plain HTML page listing streams, relations and queries with links (the GUI of SPEC section 7
-will replace it)."""
+"""``GET /``: the web GUI (``web/handlers/gui.py``), with a plain HTML listing of streams, relations and queries
+with links for browsers without scripts."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from web.handlers import gui
 from web.handlers.common import runtime
 
 
@@ -17,9 +18,7 @@ def _link(href: str, text: str) -> str:
 
 async def index(request: web.Request) -> web.Response:
     rt = runtime(request)
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>dsms</title>",
-             "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:left}"
-             "code{background:#f4f4f4}</style></head><body><h1>dsms</h1>"]
+    parts = ["<div class='plain'>"]
     parts.append("<h2>Streams</h2><table><tr><th>name</th><th>columns</th><th>elements in</th></tr>")
     for s in rt.streams():
         cols = ", ".join(f"{c} {t}" for c, t in s.columns)
@@ -39,5 +38,5 @@ async def index(request: web.Request) -> web.Response:
                      f"{_link(f'/queries/{qid}/results?format=xml&follow=false', 'xml')}</td>"
                      f"<td>{_link(f'/queries/{qid}/plan', 'plan')}</td><td><code>{escape(q.text)}</code></td></tr>")
     parts.append("</table><p>" + " · ".join(_link(h, h) for h in ("/system", "/entities", "/metrics",
-                                                                   "/openapi.json")) + "</p></body></html>")
-    return web.Response(text="".join(parts), content_type="text/html")
+                                                                   "/openapi.json")) + "</p></div>")
+    return gui.page("".join(parts))

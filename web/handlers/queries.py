@@ -62,15 +62,38 @@ async def delete_query(request: web.Request) -> web.Response:
 
 async def get_results(request: web.Request) -> web.StreamResponse:
     """Streamed results: ``?format=ndjson|sse|xml`` or Accept; ``?from=ts`` replays retained results first;
-    ``?follow=false`` ends after what is already there; ``?buffer=N`` sizes this reader's buffer."""
+    ``?after=id`` (or Last-Event-ID) resumes after an element; a relation's reader starts with its contents
+    (``?snapshot=false``: not); ``?follow=false`` ends after what is already there; ``?buffer=N`` sizes this
+    reader's buffer."""
     rt = runtime(request)
     q = rt.query(request.match_info["id"])
     from_ts = int_param(request, "from")
     follow = bool_param(request, "follow", True)
     buffer = int_param(request, "buffer", None, 1, MAX_BUFFER)
-    if not follow and from_ts is None:
+    after = _after(request)
+    snapshot = bool_param(request, "snapshot", follow and from_ts is None and after is None)
+    ts_form = request.query.get("ts", "ms")
+    if ts_form not in ("ms", "iso"):
+        raise InputError(f"query parameter 'ts' must be ms or iso, not {ts_form[:20]!r}")
+    if not follow and from_ts is None and after is None and not snapshot:
         from_ts = -(2**63)
-    return await stream_results(request, rt, q.id, q.name or q.id, from_ts=from_ts, follow=follow, buffer=buffer)
+    return await stream_results(request, rt, q.id, q.name or q.id, from_ts=from_ts, follow=follow, buffer=buffer,
+                                after=after, snapshot=snapshot, iso=ts_form == "iso")
+
+
+def _after(request: web.Request) -> int | None:
+    """The id of the last element the reader has: ``?after=`` or SSE's ``Last-Event-ID`` header (sent by a
+    browser's EventSource when it reconnects)."""
+    raw = request.query.get("after") or request.headers.get("Last-Event-ID")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise InputError(f"'after' (or Last-Event-ID) must be a result element id, not {raw[:40]!r}") from None
+    if n < 0:
+        raise InputError(f"'after' (or Last-Event-ID) must be 0 or more, not {n}")
+    return n
 
 
 async def get_plan(request: web.Request) -> web.Response:

@@ -7,11 +7,11 @@ from aiohttp import web
 
 from web.handlers.common import (
     decode_body,
-    describe_result,
     describe_source,
     read_json_object,
     register_text,
     runtime,
+    with_warnings,
 )
 
 
@@ -29,7 +29,7 @@ async def create_stream(request: web.Request) -> web.Response:
     rt = runtime(request)
     text = register_text(await read_json_object(request), "stream")
     results = await rt.execute_async(text, expect=("stream",))
-    return web.json_response(describe_result(results[0]), status=201)
+    return web.json_response((await with_warnings(rt, results))[0], status=201)
 
 
 async def delete_stream(request: web.Request) -> web.Response:

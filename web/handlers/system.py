@@ -6,15 +6,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from dsms.errors import InputError
-from dsms.ingest.mqtt.url import redact
 from web.handlers.common import clean, read_json_object, runtime
 
 
 async def get_system(request: web.Request) -> web.Response:
     rt = runtime(request)
     out = clean(rt.system())
-    out["config"] = cfg = rt.config.public()
-    cfg["mqtt_url"] = redact(cfg["mqtt_url"])       # the broker password is never served (issue 18)
+    out["config"] = rt.config.public()     # the broker password masked (dsms.config.redact_url, issue 18)
     return web.json_response(out)
 
 

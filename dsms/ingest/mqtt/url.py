@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from dsms.config import redact_url
+
 
 @dataclass(frozen=True)
 class MqttUrl:
@@ -23,29 +25,11 @@ class MqttUrl:
 _SCHEMES = {"mqtt": (1883, False), "tcp": (1883, False), "mqtts": (8883, True), "ssl": (8883, True)}
 
 
-def redact(url: str) -> str:
-    """``url`` with the password of its user information replaced by ``***``, for every message that quotes it
-    (errors, logs): a broker password never leaves the process (issue 18).
-
-    >>> redact("mqtt://alice:s3cr@t@broker:1883"), redact("mqtt://al:a/b@h/x"), redact("mqtt://bob@h")
-    ('mqtt://alice:***@broker:1883', 'mqtt://al:***@h/x', 'mqtt://bob@h')
-    """
-    if not isinstance(url, str):
-        return "<not a string>"
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return "<not a URL>" if "@" in url or ":" in url else url
-    userinfo, at, host = rest.rpartition("@")       # the last '@': a password may hold '/' or '@'
-    if not at or ":" not in userinfo:
-        return url
-    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
-
-
 def parse_mqtt_url(url: str) -> MqttUrl:
     """``mqtt://[user[:pass]@]host[:port]`` (also ``tcp://``; ``mqtts://`` and ``ssl://`` for TLS, default port
     8883). Raises ValueError with what is wrong, so that a bad ``--mqtt-url`` is refused at start, not retried
     forever."""
-    shown = redact(url)
+    shown = redact_url(url)
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"bad MQTT URL {shown!r}: expected mqtt://host[:port] (or tcp://, mqtts://)")
     parts = urlsplit(url)

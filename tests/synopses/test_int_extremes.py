@@ -1,0 +1,89 @@
+"""``IntExtremes`` against a model (a Counter per group): the extreme after and before every (group, instant)
+segment, over batches of inserts and deletes that include deletes of rows inserted in the same instant, groups
+that empty and refill, and groups large enough for the netted-log recomputation (and its widening partition)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synopses import int_extremes
+from synopses.int_extremes import IntExtremes
+
+values = st.one_of(st.integers(-3, 3), st.integers(-2**63, 2**63 - 1))
+
+
+@st.composite
+def workloads(draw):
+    """Batches of segments (group, [(value, sign)]) in (group, instant) order; every delete removes a value
+    present at that point of the segment, so each segment ends with a valid multiset."""
+    model: dict[int, Counter] = {}
+    batches = []
+    for _ in range(draw(st.integers(1, 5))):
+        segs = []
+        for g in sorted(draw(st.sets(st.integers(0, 3), min_size=1, max_size=3))):
+            for _ in range(draw(st.integers(1, 3))):
+                bag = model.setdefault(g, Counter())
+                ops = []
+                for _ in range(draw(st.integers(1, 8))):
+                    present = sorted(+bag)
+                    if present and draw(st.booleans()):
+                        v = draw(st.sampled_from(present))
+                        bag[v] -= 1
+                        ops.append((v, -1))
+                    else:
+                        v = draw(values)
+                        bag[v] += 1
+                        ops.append((v, 1))
+                if draw(st.integers(0, 4)) == 0:              # sometimes empty the group in the same instant
+                    for v, c in list((+bag).items()):
+                        ops.extend([(v, -1)] * c)
+                        bag[v] = 0
+                if draw(st.integers(0, 6)) == 0:              # sometimes a wide group
+                    for v in range(40):
+                        bag[v * 7] += 1
+                        ops.append((v * 7, 1))
+                segs.append((g, ops))
+        batches.append(segs)
+    return batches
+
+
+@pytest.mark.parametrize("small,net_min", [(int_extremes.SMALL, int_extremes.NET_MIN), (0, 0)],
+                         ids=["defaults", "numpy-walk-and-netting-every-batch"])
+@pytest.mark.parametrize("want_max", [True, False])
+@settings(max_examples=150, deadline=None)
+@given(batches=workloads())
+def test_extremes_equal_a_model(want_max, small, net_min, batches):
+    saved = int_extremes.SMALL, int_extremes.NET_MIN
+    int_extremes.SMALL, int_extremes.NET_MIN = small, net_min
+    try:
+        x = IntExtremes(want_max)
+        x.grow(4)
+        bags: dict[int, Counter] = {}
+        best = max if want_max else min
+        for segs in batches:
+            v, sign, g, ends, had, cnt, exp_new, exp_old = [], [], [], [], [], [], [], []
+            for gid, ops in segs:
+                bag = bags.setdefault(gid, Counter())
+                before = +bag
+                had.append(bool(before))
+                exp_old.append(best(before) if before else 0)
+                for val, s in ops:
+                    v.append(val)
+                    sign.append(s)
+                    g.append(gid)
+                    bag[val] += s
+                ends.append(len(v) - 1)
+                after = +bag
+                cnt.append(sum(after.values()))
+                exp_new.append(best(after) if after else 0)
+            new, old = x.step(np.array(v, dtype=np.int64), np.array(sign), np.array(g, dtype=np.int64),
+                              np.array(ends), np.array(had), np.array(cnt))
+            assert new.tolist() == exp_new
+            assert old.tolist() == exp_old
+    finally:
+        int_extremes.SMALL, int_extremes.NET_MIN = saved
