@@ -51,7 +51,7 @@ def bodies(ev: dict, pushes: list, final: int) -> list[list[tuple[str, bytes]]]:
 async def _read(url: str, qid: str, final: int, sink: list, ready: asyncio.Event, done: asyncio.Event) -> None:
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     async with aiohttp.ClientSession(timeout=timeout) as s:
-        async with s.get(f"{url}/queries/{qid}/results?buffer=10000000") as r:
+        async with s.get(f"{url}/queries/{qid}/results?buffer=1000000") as r:
             if r.status != 200:
                 raise RuntimeError(f"results of {qid}: {r.status} {await r.text()}")
             ready.set()

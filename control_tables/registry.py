@@ -81,6 +81,15 @@ class Registry:
         entity.on_registered(self)
         return entity
 
+    def counters(self) -> dict[str, int]:
+        """The next id number of each prefix (what a persisted catalog records to keep ids stable)."""
+        return dict(self._next)
+
+    def advance(self, counters: Mapping[str, int]) -> None:
+        """Move each prefix's counter to at least ``counters[prefix]`` (never back: no id is handed out twice)."""
+        for prefix, n in counters.items():
+            self._next[prefix] = max(self._next.get(prefix, 0), int(n))
+
     def remove(self, id: str) -> Entity:
         """Unregister and return the entity; its id is not reused and its history stays."""
         entity = self.get(id)

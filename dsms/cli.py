@@ -30,6 +30,10 @@ def _config(args: argparse.Namespace) -> Config:
     for key in ("host", "port", "mqtt_url", "token"):
         if hasattr(args, key):
             overrides[key] = getattr(args, key)
+    if getattr(args, "protect_reads", False):
+        overrides["protect_reads"] = True
+    if getattr(args, "catalog_recovery", None):
+        overrides["catalog_recovery"] = args.catalog_recovery
     if getattr(args, "fsync", None):
         overrides["archive.fsync"] = args.fsync
     return load_config(args.config, overrides)
@@ -213,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", help="data directory (default ./dsms-data)")
     s.add_argument("--mqtt-url", help="default MQTT broker URL (default mqtt://127.0.0.1:1883)")
     s.add_argument("--token", help="bearer token for mutating requests (or DSMS_TOKEN)")
+    s.add_argument("--protect-reads", action="store_true", default=None,
+                   help="reads (GET) need the token too; for a server reachable beyond this machine")
+    s.add_argument("--catalog-recovery", choices=("refuse", "last-good"),
+                   help="a damaged catalog: refuse to start (default), or start from its last good state")
     s.add_argument("--fsync", choices=("always", "group", "never"), help="archive durability mode")
     s.set_defaults(func=cmd_serve)
 

@@ -11,12 +11,15 @@ TOML layout (every key optional)::
     port = 8080
     mqtt_url = "mqtt://127.0.0.1:1883"
     token = "..."                         # bearer token for mutating endpoints; never logged
+    protect_reads = false                 # true: reads (GET) need the token too (needs a token)
+    catalog_recovery = "refuse"           # a damaged catalog: "refuse" to start, or start from "last-good"
 
     [limits]
     request_bytes = 16777216              # largest HTTP request body (413 above)
     statement_chars = 100000              # longest CQL text (413 above)
     max_queries = 1000                    # registered queries at once (409 above)
     ingest_backlog = 1000000              # unprocessed input tuples before 503 + Retry-After
+    idle_timeout_s = 75                   # a connection idle (or stuck in its request headers) this long is closed
 
     [archive]
     fsync = "group"                       # "always" | "group" | "never"
@@ -31,6 +34,8 @@ TOML layout (every key optional)::
     [results]
     retention = 10000                     # result elements kept per query for ?from=
     subscriber_buffer = 10000             # elements buffered per reader before it gets a gap marker
+    reader_buffer_bytes = 16777216        # bytes buffered per reader before it gets a gap marker
+    reader_memory = 268435456             # bytes all readers may hold unread; past it the furthest behind goes
     slice_ms = 5                          # target length of one engine time slice
 """
 
@@ -57,12 +62,15 @@ DEFAULTS: dict[str, Any] = {
     "port": 8080,
     "mqtt_url": "mqtt://127.0.0.1:1883",
     "token": None,
+    "protect_reads": False,
+    "catalog_recovery": "refuse",
     "log_level": "info",
     "limits": {
         "request_bytes": 16 * 1024 * 1024,
         "statement_chars": 100_000,
         "max_queries": 1_000,
         "ingest_backlog": 1_000_000,
+        "idle_timeout_s": 75.0,
     },
     "archive": {
         "fsync": "group",
@@ -77,6 +85,8 @@ DEFAULTS: dict[str, Any] = {
     "results": {
         "retention": 10_000,
         "subscriber_buffer": 10_000,
+        "reader_buffer_bytes": 16 * 1024 * 1024,
+        "reader_memory": 256 * 1024 * 1024,
         "slice_ms": 5,
     },
 }
@@ -88,11 +98,14 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "port": (int, 0, 65535, None, False),
     "mqtt_url": (str, None, None, None, False),
     "token": (str, None, None, None, True),
+    "protect_reads": (bool, None, None, None, False),
+    "catalog_recovery": (str, None, None, ("refuse", "last-good"), False),
     "log_level": (str, None, None, ("debug", "info", "warning", "error"), False),
     "limits.request_bytes": (int, 1024, 1 << 34, None, False),
     "limits.statement_chars": (int, 16, 100_000_000, None, False),
     "limits.max_queries": (int, 1, 1_000_000, None, False),
     "limits.ingest_backlog": (int, 1, 1 << 40, None, False),
+    "limits.idle_timeout_s": (float, 0.1, 86400, None, False),
     "archive.fsync": (str, None, None, ("always", "group", "never"), False),
     "archive.group_delay_ms": (float, 0, 1000, None, False),
     "archive.retention_ms": (int, 0, None, None, False),
@@ -100,7 +113,9 @@ _SPEC: dict[str, tuple[type, float | None, float | None, tuple | None, bool]] = 
     "engine.batch_budget": (int, 1, 1_000_000, None, False),
     "engine.seed": (int, None, None, None, False),
     "results.retention": (int, 0, 100_000_000, None, False),
-    "results.subscriber_buffer": (int, 1, 100_000_000, None, False),
+    "results.subscriber_buffer": (int, 1, 1_000_000, None, False),
+    "results.reader_buffer_bytes": (int, 1024, 1 << 40, None, False),
+    "results.reader_memory": (int, 1024, 1 << 44, None, False),
     "results.slice_ms": (float, 0.1, 1000, None, False),
 }
 
@@ -149,19 +164,23 @@ class Config:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with the password of its user information replaced by ``***``, for responses, logs and errors.
+    """``url`` with the password of its user information replaced by ``***``, for responses, logs and errors:
+    a broker password never leaves the process (issue 18). The one masking function of the project.
 
     >>> redact_url("mqtt://alice:s3cr@t@broker:1883/x"), redact_url("mqtts://broker"), redact_url("mqtt://bob@h")
     ('mqtt://alice:***@broker:1883/x', 'mqtts://broker', 'mqtt://bob@h')
+    >>> redact_url("mqtt://al:a/b@h/x"), redact_url("al:pw@h")
+    ('mqtt://al:***@h/x', '<not a URL>')
     """
+    if not isinstance(url, str):
+        return "<not a string>"
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return url
-    netloc, slash, path = rest.partition("/")
-    userinfo, at, host = netloc.rpartition("@")
+        return "<not a URL>" if "@" in url or ":" in url else url
+    userinfo, at, host = rest.rpartition("@")       # the last '@': a password may hold '/' or '@'
     if not at or ":" not in userinfo:
         return url
-    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}{slash}{path}"
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any], where: str, prefix: str = "") -> None:
@@ -192,6 +211,10 @@ def _validate(values: dict[str, Any]) -> None:
         if typ is float and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
             node[parts[-1]] = v
+        if typ is bool:
+            if not isinstance(v, bool):
+                raise ConfigError(f"setting '{key}' must be true or false, not {type(v).__name__} {v!r}")
+            continue
         if isinstance(v, bool) or not isinstance(v, typ):
             raise ConfigError(f"setting '{key}' must be {typ.__name__}, not {type(v).__name__} {v!r}")
         if choices is not None and v not in choices:
@@ -204,6 +227,9 @@ def _validate(values: dict[str, Any]) -> None:
             raise ConfigError(f"setting '{key}' must not be empty")
     if values["token"] is not None and (len(values["token"]) < 8 or any(c.isspace() for c in values["token"])):
         raise ConfigError("setting 'token' must be at least 8 characters without spaces")
+    if values["protect_reads"] and values["token"] is None:
+        raise ConfigError("setting 'protect_reads' needs a token (--token or DSMS_TOKEN): without one nobody "
+                          "could read anything")
     url = values["mqtt_url"]
     if not (url.startswith("mqtt://") or url.startswith("mqtts://")):
         raise ConfigError(f"setting 'mqtt_url' must start with mqtt:// or mqtts://, not {redact_url(url)!r}")

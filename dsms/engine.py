@@ -223,6 +223,19 @@ class Engine:
         self._next[prefix] += 1
         return f"{prefix}{self._next[prefix]}"
 
+    def id_counters(self) -> dict[str, dict[str, int]]:
+        """Where the next ids come from (queries, SAMPLE seeds, each entity kind). The server records them with
+        every catalog change, so that recovery gives later objects the ids they had even when an earlier change
+        no longer applies."""
+        return {"engine": dict(self._next), "entities": self.registry.counters()}
+
+    def advance_id_counters(self, counters: Mapping[str, Mapping[str, int]]) -> None:
+        """Move the id counters to at least ``counters`` (from :meth:`id_counters`); never back."""
+        for k, v in (counters.get("engine") or {}).items():
+            if k in self._next:
+                self._next[k] = max(self._next[k], int(v))
+        self.registry.advance(counters.get("entities") or {})
+
     def new_queue(self) -> Queue:
         q = self.registry.add(Queue())
         self.queues.append(q)

@@ -4,7 +4,6 @@ recovery that rebuilds the same engine state, knob persistence, time slicing, MQ
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 from pathlib import Path
 
@@ -190,8 +189,11 @@ def test_recovery_rebuilds_the_same_state(tmp_path: Path) -> None:
         if sign > 0:
             last[dict(row)["k"]] = dict(row)["n"]
     assert sum(last.values()) == 30
-    cat = json.loads((tmp_path / "b" / "data" / "catalog.json").read_text())
-    assert [e["op"] for e in cat["log"]][:3] == ["cql", "cql", "cql"]
+    from dsms.runtime.catalog_log import decode_line
+    lines = (tmp_path / "b" / "data" / "catalog.snapshot").read_bytes().splitlines()
+    cat = [decode_line(line) for line in lines[1:]]
+    assert [e["op"] for e in cat][:3] == ["cql", "cql", "cql"]
+    assert [e["n"] for e in cat] == list(range(1, len(cat) + 1))
 
 
 def test_knobs_survive_a_restart(tmp_path: Path) -> None:

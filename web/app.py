@@ -12,7 +12,7 @@ from aiohttp import web
 from dsms.config import Config
 from dsms.runtime import Runtime
 from web.keys import CONFIG, RUNTIME
-from web.middlewares import auth_middleware, error_middleware, size_middleware
+from web.middlewares import auth_middleware, catalog_middleware, error_middleware, size_middleware
 from web.routes import setup_routes
 
 __all__ = ["create_app", "RUNTIME", "CONFIG"]
@@ -24,7 +24,7 @@ def create_app(runtime: Runtime, config: Config | None = None) -> web.Applicatio
     config = config or runtime.config
     app = web.Application(
         client_max_size=config.get("limits.request_bytes"),
-        middlewares=[error_middleware, size_middleware, auth_middleware],
+        middlewares=[error_middleware, size_middleware, auth_middleware, catalog_middleware],
     )
     app[RUNTIME] = runtime
     app[CONFIG] = config

@@ -135,6 +135,22 @@ async def size_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+@web.middleware
+async def catalog_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A request that changed the catalog (a statement, a drop, a knob write) is answered once the change is
+    on disk: the runtime writes the catalog off the event loop, many changes per fsync, and this waits for
+    it (also when the request failed part way, as the statements before the failing one stay applied)."""
+    if request.method not in MUTATING:
+        return await handler(request)
+    try:
+        return await handler(request)
+    finally:
+        rt = request.app.get(RUNTIME)
+        fut = rt.catalog_durable() if rt is not None else None
+        if fut is not None:
+            await fut
+
+
 @functools.lru_cache(maxsize=64)
 def is_loopback(host: str) -> bool:
     """Whether the server's listening address only admits local clients (cached: asked on every request)."""
@@ -149,11 +165,12 @@ def is_loopback(host: str) -> bool:
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Mutating requests need ``Authorization: Bearer <token>`` when a token is configured, and are refused
-    outright when the server listens beyond loopback without one. The token is compared in constant time
-    and never logged or echoed."""
-    if request.method not in MUTATING:
-        return await handler(request)
+    outright when the server listens beyond loopback without one; with ``protect_reads`` every request does
+    (the catalog, the query texts, the results and the statistics are then private too). The token is
+    compared in constant time and never logged or echoed."""
     cfg = request.app[CONFIG]
+    if request.method not in MUTATING and not cfg.get("protect_reads"):
+        return await handler(request)
     token = cfg.token
     if token is None:
         if is_loopback(cfg.host):

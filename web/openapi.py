@@ -257,8 +257,9 @@ def _paths() -> dict[str, Any]:
                              "a relation's current contents first (default: when following without from/after)"),
                 _query_param("follow", {"type": "boolean", "default": True},
                              "false: send what is retained/produced so far, then end"),
-                _query_param("buffer", {"type": "integer", "minimum": 1},
-                             "this reader's buffer in elements (default results.subscriber_buffer)")],
+                _query_param("buffer", {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+                             "this reader's buffer in elements (default results.subscriber_buffer); bounded "
+                             "in bytes too (results.reader_buffer_bytes, results.reader_memory)")],
         tag="queries")}
     p["/queries/{id}/plan"] = {"get": _op(
         "The query plan: entities and edges",

@@ -7,9 +7,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
+from http import HTTPStatus
+from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_server import Server
 
 from dsms.archive import ArchiveError, ArchiveLocked
 from dsms.config import Config
@@ -18,6 +23,61 @@ from web.app import create_app
 from web.middlewares import is_loopback
 
 log = logging.getLogger("dsms")
+
+
+KEEPALIVE_PROBES = ((getattr(socket, "TCP_KEEPIDLE", None), 60), (getattr(socket, "TCP_KEEPINTVL", None), 10),
+                    (getattr(socket, "TCP_KEEPCNT", None), 6))
+"""TCP keepalive on every connection: a peer that vanished without closing (a half-open connection, say a
+result reader whose machine lost power) is noticed after about two minutes instead of the kernel's two hours."""
+
+
+class JsonErrorsHandler(RequestHandler):
+    """aiohttp's connection handler with the errors raised before any route (a request line over 8,190 bytes, a
+    header too long, a malformed request or method) answered as JSON like every other error (SPEC section 7),
+    logged in one line instead of a traceback (they are the client's fault), and keepalive probes on the socket.
+    Idle connections, and ones that never finish their request headers, are closed after
+    ``limits.idle_timeout_s`` (aiohttp's keepalive timeout)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                for opt, value in KEEPALIVE_PROBES:
+                    if opt is not None:
+                        sock.setsockopt(socket.IPPROTO_TCP, opt, value)
+
+    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if status >= 500:
+            self.log_exception("error handling request", exc_info=exc)
+        else:
+            log.info("refused a malformed request (%d): %s", status, exc or message)
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already started; cannot send an error")
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "error"
+        detail = (getattr(exc, "message", None) or str(exc or "")) or message or phrase
+        detail = " ".join(str(detail).split())
+        if status >= 500:
+            detail = "the server log has the details"
+        resp = web.json_response({"error": phrase.lower(), "detail": detail[:500]}, status=status)
+        resp.force_close()
+        return resp
+
+
+class _JsonErrorsServer(Server):
+    def __call__(self) -> RequestHandler:
+        return JsonErrorsHandler(self, loop=self._loop, **self._kwargs)
+
+
+class ServerRunner(web.AppRunner):
+    """``web.AppRunner`` whose connections are handled by :class:`JsonErrorsHandler`."""
+
+    async def _make_server(self) -> Server:
+        srv = await super()._make_server()
+        srv.__class__ = _JsonErrorsServer        # same object and state, only the handler it makes differs
+        return srv
 
 
 def _fail(message: str, code: int = 1) -> int:
@@ -41,7 +101,8 @@ async def serve(cfg: Config) -> int:
     except OSError as e:
         return _fail(f"cannot start: data directory {str(cfg.data_dir)!r}: {e.strerror or e}")
     app = create_app(rt, cfg)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
+    runner = ServerRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0,
+                          keepalive_timeout=cfg.get("limits.idle_timeout_s"))
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port)
     try:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from xml.sax.saxutils import quoteattr
 
 from aiohttp import web
 
 from dsms.errors import InputError
 from dsms.formats import ENCODERS, Encoder, iso_text
+from dsms.formats.json_codec import dumps
 from dsms.runtime import Closed, Gap, HeartbeatMark, ResultChunk, Runtime, SnapshotMark
 
 KEEPALIVE_S = 15.0
@@ -63,8 +65,27 @@ def _encode(enc: Encoder, items: list, iso: bool = False) -> tuple[bytes, bool]:
         elif isinstance(it, SnapshotMark):
             parts.append(enc.snapshot(show(it.ts), it.rows))
         elif isinstance(it, Closed):
+            parts.append(closed_message(enc, it))
             closed = True
     return b"".join(parts), closed
+
+
+def closed_message(enc: Encoder, c: Closed) -> bytes:
+    """The last item of a stream the server ends, saying why: ``{"closed": {"reason": ..., "resume_from":
+    ts}}`` (SSE: the same as an event; XML: ``<closed reason=".." resume_from=".."/>``). ``resume_from`` is
+    there when the reader was disconnected for falling behind: the ``?from=`` that continues where it stopped.
+
+    >>> closed_message(ENCODERS["ndjson"], Closed("query dropped"))
+    b'{"closed":{"reason":"query dropped"}}\\n'
+    """
+    body: dict = {"reason": c.reason}
+    if c.resume_from is not None:
+        body["resume_from"] = c.resume_from
+    if enc.name == "xml":
+        attrs = " ".join(f"{k}={quoteattr(str(v))}" for k, v in body.items())
+        return f"<closed {attrs}/>\n".encode()
+    line = dumps({"closed": body})
+    return f"data: {line}\n\n".encode() if enc.name == "sse" else f"{line}\n".encode()
 
 
 async def stream_results(request: web.Request, rt: Runtime, query_id: str, label: str, *, from_ts: int | None,

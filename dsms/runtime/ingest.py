@@ -43,6 +43,7 @@ class GroupCommit:
         self.on_error = on_error
         self.waiters: list[asyncio.Future] = []
         self.event = asyncio.Event()
+        self.inflight: asyncio.Future | None = None    # the fsync running in a thread, if any
 
     def durable(self) -> asyncio.Future:
         """A future that completes when what was appended so far is fsynced."""
@@ -63,7 +64,10 @@ class GroupCommit:
             self.event.clear()
             waiters, self.waiters = self.waiters, []
             try:
-                await asyncio.to_thread(self.sync)
+                # Shielded: cancelling this task (server stop) must not leave an fsync running in its thread
+                # while the archive closes its files under it; stop waits for ``inflight`` instead.
+                self.inflight = loop.run_in_executor(None, self.sync)
+                await asyncio.shield(self.inflight)
             except Exception as e:  # noqa: BLE001 - every waiter hears about it
                 self.on_error(e)
                 release(waiters, RuntimeFailure(f"archive fsync failed: {e}"))

@@ -92,6 +92,7 @@ class MqttAdapters:
                             log.warning("MQTT publish of %s failed: %s", st.query.id, e)
         finally:
             st.subscribers.discard(sub)
+            sub.discard()
             with contextlib.suppress(Exception):
                 await pub.stop()
 

@@ -1,15 +1,19 @@
 """Result fan-out: what flows from a query's output to its readers (SPEC section 7).
 
 Results are read from each query's output after every engine slice and offered to a retention ring (what
-``?from=`` replays) and to every subscriber. A subscriber's buffer is bounded; what does not fit becomes a gap
-marker, so a slow reader never slows the engine or other readers. Each result batch is shared by the ring and
-every reader and encoded once per output format, however many want it.
+``?from=`` replays) and to every subscriber. A subscriber's buffer is bounded, in elements and in bytes; what
+does not fit becomes a gap marker, so a slow reader never slows the engine or other readers. All readers
+together hold at most ``results.reader_memory`` bytes unread (``ReaderBudget``): past it, the reader furthest
+behind is disconnected with a final message saying why and where to resume (issue 18: three readers that never
+read pinned 630 MB). Each result batch is shared by the ring and every reader and encoded once per output
+format, however many want it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +33,7 @@ class ResultChunk:
     ``ts``, ``sign`` and each column are the engine's numpy arrays as produced (never copied into Python
     lists: the encoders work column-wise on them), or plain lists (tests, tools); both behave the same."""
 
-    __slots__ = ("names", "ts", "sign", "cols", "_enc", "seq", "snapshot", "approx")
+    __slots__ = ("names", "ts", "sign", "cols", "_enc", "_nbytes", "seq", "snapshot", "approx")
 
     def __init__(self, names: list[str], ts: Any, sign: Any, cols: list[Any], seq: int | None = None,
                  snapshot: bool = False, approx: Approx | None = None) -> None:
@@ -38,11 +42,19 @@ class ResultChunk:
         self.sign = sign
         self.cols = cols
         self._enc: dict[str, bytes] = {}
+        self._nbytes: int | None = None
         # ``seq``: the id of the first element (the k-th result element of the query has id k; SSE ``id:``);
         # for a snapshot (a relation's contents, ``snapshot``), the id of the last element it includes
         self.seq = seq
         self.snapshot = snapshot
         self.approx = approx              # produced while the query was approximate (None: exact)
+
+    @property
+    def nbytes(self) -> int:
+        """The memory this batch holds, roughly (arrays, plus the strings of object columns), computed once."""
+        if self._nbytes is None:
+            self._nbytes = sum(_col_bytes(c) for c in (self.ts, self.sign, *self.cols))
+        return self._nbytes
 
     @classmethod
     def from_batch(cls, names: list[str], b: Batch, approx: Approx | None = None) -> ResultChunk:
@@ -96,6 +108,12 @@ class ResultChunk:
         return [Element(t, s, dict(zip(self.names, vals))) for t, s, *vals in zip(ts, sign, *cols)]
 
 
+def _col_bytes(values: Any) -> int:
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return int(values.nbytes)
+    return 8 * len(values) + sum(sys.getsizeof(v) for v in values)
+
+
 def _plain(values: Any) -> list:
     """A column as a list of Python values."""
     return values.tolist() if isinstance(values, np.ndarray) else list(values)
@@ -127,27 +145,102 @@ class SnapshotMark:
 
 @dataclass(frozen=True)
 class Closed:
-    """The stream ends: the query was dropped or the server is stopping."""
+    """The stream ends: the query was dropped, the server is stopping, or the reader fell so far behind that
+    it was disconnected (then ``resume_from`` is the first timestamp it did not get)."""
 
     reason: str
+    resume_from: int | None = None
+
+
+class ReaderBudget:
+    """The bytes all the readers of a server hold unread, against ``limit`` (``results.reader_memory``).
+
+    When a batch offered to a reader would take the total past the limit, the readers holding the most are
+    disconnected (``Subscriber.evict``) until it fits: the one furthest behind goes, the others are untouched."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self.disconnected = 0
+        self.readers: set[Subscriber] = set()
+
+    def make_room(self, nbytes: int) -> None:
+        while self.used + nbytes > self.limit:
+            held = [r for r in self.readers if r.bytes > 0]
+            if not held:
+                return
+            max(held, key=lambda r: r.bytes).evict(self)
+
+    def stats(self) -> dict[str, int]:
+        return {"bytes": self.used, "peak_bytes": self.peak, "limit": self.limit,
+                "disconnected": self.disconnected}
 
 
 class Subscriber:
-    """One reader of a query's results, with a bounded buffer (in elements).
+    """One reader of a query's results, with a buffer bounded in elements (``capacity``) and in bytes
+    (``max_bytes``), inside the server-wide ``budget``.
 
-    ``offer`` never blocks: when an element batch does not fit, it is counted into a gap marker placed where
-    it would have been, so the reader learns exactly what it missed and where. One batch is always accepted
-    into an empty buffer, so a batch larger than the buffer does not starve a reader that keeps up."""
+    ``offer`` never blocks: when an element batch does not fit the reader's own bounds, it is counted into a gap
+    marker placed where it would have been, so the reader learns exactly what it missed and where. One batch is
+    always accepted into an empty buffer, so a batch larger than the buffer does not starve a reader that keeps
+    up. When the server's readers together would hold more than the budget, the reader holding the most is
+    disconnected instead (``evict``): its unread results are freed and it is closed with the reason and the
+    timestamp to resume from (``?from=``)."""
 
-    def __init__(self, query_id: str, capacity: int) -> None:
+    def __init__(self, query_id: str, capacity: int, max_bytes: int | None = None,
+                 budget: ReaderBudget | None = None) -> None:
         self.query_id = query_id
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.budget = budget
         self.items: collections.deque[Any] = collections.deque()
         self.buffered = 0
+        self.bytes = 0
         self.missed = 0
         self.delivered = 0
         self.closed: Closed | None = None
         self._event = asyncio.Event()
+        if budget is not None:
+            budget.readers.add(self)
+
+    def _hold(self, chunk: ResultChunk) -> None:
+        self.items.append(chunk)
+        self.buffered += len(chunk)
+        b = chunk.nbytes
+        self.bytes += b
+        if self.budget is not None:
+            self.budget.used += b
+            self.budget.peak = max(self.budget.peak, self.budget.used)
+
+    def _release(self) -> None:
+        if self.budget is not None:
+            self.budget.used -= self.bytes
+        self.bytes = 0
+        self.buffered = 0
+
+    def evict(self, budget: ReaderBudget) -> None:
+        """Disconnect this reader to keep the server within its reader memory budget."""
+        first = next((it.first_ts for it in self.items if isinstance(it, ResultChunk)), None)
+        held = self.bytes
+        self.items.clear()
+        self._release()
+        budget.disconnected += 1
+        self.closed = Closed(
+            f"disconnected: this reader fell too far behind. The server's readers may hold "
+            f"{budget.limit} bytes of unread results (results.reader_memory) and this one held the most "
+            f"({held} bytes); reconnect with ?from={first} to resume" if first is not None else
+            "disconnected: the server's readers hold more unread results than results.reader_memory allows",
+            resume_from=first)
+        self._event.set()
+
+    def discard(self) -> None:
+        """The reader is gone: free what it held and leave the budget."""
+        self.items.clear()
+        self._release()
+        if self.budget is not None:
+            self.budget.readers.discard(self)
+        self.close("unsubscribed")
 
     def offer(self, item: ResultChunk | HeartbeatMark) -> None:
         if self.closed is not None:
@@ -163,9 +256,13 @@ class Subscriber:
             self._event.set()
             return
         n = len(item)
-        if self.buffered == 0 or self.buffered + n <= self.capacity:
-            self.items.append(item)
-            self.buffered += n
+        fits_bytes = self.max_bytes is None or self.bytes + item.nbytes <= self.max_bytes
+        if self.buffered == 0 or (self.buffered + n <= self.capacity and fits_bytes):
+            if self.budget is not None:
+                self.budget.make_room(item.nbytes)
+                if self.closed is not None:      # this reader was the one furthest behind
+                    return
+            self._hold(item)
         else:
             self.missed += n
             if isinstance(last, Gap):
@@ -187,7 +284,7 @@ class Subscriber:
         for it in out:
             if isinstance(it, ResultChunk):
                 self.delivered += len(it)
-        self.buffered = 0
+        self._release()
         self._event.clear()
         if not out and self.closed is not None:
             return [self.closed]
@@ -278,13 +375,15 @@ class QueryResults:
         return self.query.kind != "relation" or after + 1 >= self.oldest_seq()
 
     def subscribe(self, capacity: int, from_ts: int | None = None, *, after: int | None = None,
-                  contents: list[tuple] | None = None, now: int = 0) -> Subscriber:
-        """A new reader. With ``after`` (the id of the last element it has, SSE's Last-Event-ID), the retained
+                  contents: list[tuple] | None = None, now: int = 0, max_bytes: int | None = None,
+                  budget: ReaderBudget | None = None) -> Subscriber:
+        """A new reader, its buffer bounded by ``capacity`` elements and ``max_bytes`` inside the server's
+        ``budget``. With ``after`` (the id of the last element it has, SSE's Last-Event-ID), the retained
         elements after it are queued first, preceded by a gap for those the ring no longer holds; else with
         ``contents`` (a relation's current rows), a snapshot of them; else with ``from_ts``, retained results
         with ts >= from_ts (as much as the ring holds; replayed results are bounded by the ring, not the
-        buffer)."""
-        sub = Subscriber(self.query.id, capacity)
+        buffer, and shared with it)."""
+        sub = Subscriber(self.query.id, capacity, max_bytes, budget)
         if after is not None:
             oldest = self.oldest_seq()
             if after + 1 < oldest:
@@ -315,9 +414,9 @@ class QueryResults:
         sub.items.append(SnapshotMark(ts, len(rows)))
         if rows:
             cols = [list(c) for c in zip(*rows)]
-            sub.items.append(ResultChunk(self.names, [ts] * len(rows), [1] * len(rows), cols, self.results_out,
-                                         snapshot=True))
-            sub.buffered += len(rows)
+            # a new copy of the rows, unlike the ring's shared batches: counted against the reader's bytes
+            sub._hold(ResultChunk(self.names, [ts] * len(rows), [1] * len(rows), cols, self.results_out,
+                                  snapshot=True))
 
     def set_retention(self, n: int) -> None:
         self.retention = n

@@ -33,13 +33,14 @@ from dsms.cql.parser import parse
 from dsms.engine import Engine, Query
 from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError, relocate
 from dsms.formats import Decoded
+from dsms.ingest.mqtt.url import parse_mqtt_url
 from dsms.runtime.catalog_log import CatalogLog, check_writable, split_statements
-from dsms.runtime.errors import Conflict, LimitExceeded, NotFound
+from dsms.runtime.errors import Conflict, LimitExceeded, NotFound, RuntimeFailure
 from dsms.runtime.ingest import GroupCommit, InputPath
 from dsms.runtime.mqtt_adapters import MqttAdapters
 from dsms.runtime.pump import EnginePump
 from dsms.runtime.recovery import recover
-from dsms.runtime.results import QueryResults, Subscriber, collect
+from dsms.runtime.results import QueryResults, ReaderBudget, Subscriber, collect
 
 log = logging.getLogger("dsms.runtime")
 SHED_EVERY = 0.2       # seconds between two decisions of the load shedder
@@ -62,9 +63,11 @@ class Runtime:
         self.fsync = self.config.get("archive.fsync")
         self.default_retention = self.config.get("results.retention")
         self.subscriber_buffer = self.config.get("results.subscriber_buffer")
+        self.reader_bytes = self.config.get("results.reader_buffer_bytes")
+        self.readers = ReaderBudget(self.config.get("results.reader_memory"))
         self.max_queries = self.config.get("limits.max_queries")
         self.statement_chars = self.config.get("limits.statement_chars")
-        self.catalog_log = CatalogLog(self.data_dir)
+        self.catalog_log = CatalogLog(self.data_dir, self.config.get("catalog_recovery"))
         self.states: dict[str, QueryResults] = {}
         self.started = False
         self.recovering = False
@@ -84,6 +87,10 @@ class Runtime:
     async def start(self) -> None:
         """Open the archive (truncating a torn tail), restore the catalog, replay the archive, start driving."""
         loop = asyncio.get_running_loop()
+        try:
+            parse_mqtt_url(self.config.mqtt_url)      # a bad broker URL stops the start, not every adapter later
+        except ValueError as e:
+            raise RuntimeFailure(f"setting 'mqtt_url': {e}") from None
         self.pump.work = asyncio.Event()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         check_writable(self.data_dir)
@@ -93,6 +100,7 @@ class Runtime:
             log.warning("archive: cut %d torn byte(s) from %s (%s)", r.torn_bytes, r.segment, r.reason)
         try:
             self.recovery_info = recover(self)
+            self.catalog_log.after_recovery()
         except Exception:
             self.archive.close()
             raise
@@ -102,7 +110,8 @@ class Runtime:
         self._tasks = [loop.create_task(self.pump.run(), name="dsms-pump"),
                        loop.create_task(self.group_commit.run(), name="dsms-group-commit"),
                        loop.create_task(self._ticker(), name="dsms-ticker"),
-                       loop.create_task(self._shed_loop(), name="dsms-load-shedder")]
+                       loop.create_task(self._shed_loop(), name="dsms-load-shedder"),
+                       loop.create_task(self.catalog_log.run(), name="dsms-catalog-writer")]
         for s in self.engine.streams():
             if s.source is not None:
                 self.mqtt.start_source(s)
@@ -123,6 +132,10 @@ class Runtime:
         for t in self._tasks:
             with contextlib.suppress(BaseException):
                 await t
+        inflight = self.group_commit.inflight if self.group_commit is not None else None
+        if inflight is not None:
+            with contextlib.suppress(BaseException):
+                await inflight                  # an fsync still running in its thread: never close under it
         if self.archive is not None and not self.archive.closed:
             try:
                 self.archive.sync()
@@ -131,7 +144,10 @@ class Runtime:
                     self.group_commit.release_all(None)
                 self.archive.close()
         if self.started:
-            self.catalog_log.save()
+            if self.catalog_log.inflight is not None:
+                with contextlib.suppress(BaseException):
+                    await self.catalog_log.inflight
+            self.catalog_log.stop()
 
     def _sync_failed(self, e: Exception) -> None:
         self.errors["archive"] += 1
@@ -178,7 +194,13 @@ class Runtime:
 
     def _log(self, entry: dict[str, Any]) -> None:
         assert self.archive is not None
-        self.catalog_log.append(entry, {name: r.next_seq for name, r in self.archive.ranges().items()})
+        self.catalog_log.append(entry, {name: r.next_seq for name, r in self.archive.ranges().items()},
+                                self.engine.id_counters())
+
+    def catalog_durable(self) -> asyncio.Future | None:
+        """A future done once every catalog change made so far is on disk (None: it already is); the HTTP
+        layer waits for it before answering a request that changed the catalog."""
+        return self.catalog_log.durable()
 
     def apply_entry(self, entry: Mapping[str, Any]) -> None:
         """Re-apply one catalog log entry (recovery)."""
@@ -217,6 +239,38 @@ class Runtime:
         registers one kind of object uses it, so CQL is parsed once, here). ``bare_queries=False`` refuses a
         bare ``SELECT`` before anything runs (``POST /cql``: its results could be read only by an id the
         sender would have to look up, and it would run until dropped)."""
+        done: list[Any] = []
+        stmts, pieces = self._parse(text, expect, bare_queries)
+        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
+            self._execute_at(k, stmt, piece, done, len(stmts) > 1)
+        return done
+
+    async def execute_async(self, text: str, expect: Sequence[str] | None = None, *,
+                            bare_queries: bool = True) -> list[Any]:
+        """:meth:`execute` for the HTTP layer: the text is parsed in a thread and the event loop is given back
+        between statements, so one request of a thousand statements does not hold up every other request."""
+        done: list[Any] = []
+        stmts, pieces = await asyncio.to_thread(self._parse, text, expect, bare_queries)
+        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
+            if k and k % 8 == 0:
+                await asyncio.sleep(0)
+            self._execute_at(k, stmt, piece, done, len(stmts) > 1)
+        return done
+
+    def _execute_at(self, k: int, stmt: Any, piece: str, done: list[Any], several: bool) -> None:
+        try:
+            done.append(self._execute_one(stmt, piece))
+        except DsmsError as e:
+            if several:                 # positions count from the start of the body, not the statement
+                relocate(e, stmt.pos)
+            e.done = done               # type: ignore[attr-defined]
+            e.statement = k             # type: ignore[attr-defined]
+            raise
+
+    def _parse(self, text: str, expect: Sequence[str] | None,
+               bare_queries: bool = True) -> tuple[list[Any], list[str]]:
+        """The statements of ``text`` and the source text of each, checked against the limits, ``expect`` and
+        ``bare_queries``."""
         if not isinstance(text, str):
             raise CQLError("a statement must be a string")
         if len(text) > self.statement_chars:
@@ -234,18 +288,7 @@ class Runtime:
                 raise InputError(f"expected exactly one {what}; got {len(got)} statement(s): {', '.join(got)}")
         if not bare_queries:
             _refuse_bare_queries(stmts)
-        pieces = split_statements(text, stmts)
-        done: list[Any] = []
-        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
-            try:
-                done.append(self._execute_one(stmt, piece))
-            except DsmsError as e:
-                if len(stmts) > 1:          # positions count from the start of the body, not the statement
-                    relocate(e, stmt.pos)
-                e.done = done               # type: ignore[attr-defined]
-                e.statement = k             # type: ignore[attr-defined]
-                raise
-        return done
+        return stmts, split_statements(text, stmts)
 
     def _execute_one(self, stmt: Any, text: str) -> Any:
         if isinstance(stmt, ast.READ_ONLY):     # SHOW, DESCRIBE, EXPLAIN: nothing to log, start or count
@@ -432,16 +475,18 @@ class Runtime:
         q = self.query(query)
         st = self.states[q.id]
         capacity = buffer or self.subscriber_buffer
+        bounds = {"max_bytes": self.reader_bytes, "budget": self.readers}
         if after is not None:
             if st.can_resume(after):
-                return st.subscribe(capacity, after=after)
+                return st.subscribe(capacity, after=after, **bounds)
             snapshot = True                     # a relation's changes since are gone: start it afresh
         if snapshot and q.kind == "relation" and from_ts is None:
             # the sink's contents once everything it has produced is fanned out, so the changelog the reader
             # gets next starts right after them
             self._collect()
-            return st.subscribe(capacity, contents=self.engine.contents(q.id), now=self.engine.now() or 0)
-        return st.subscribe(capacity, from_ts)
+            return st.subscribe(capacity, contents=self.engine.contents(q.id), now=self.engine.now() or 0,
+                                **bounds)
+        return st.subscribe(capacity, from_ts, **bounds)
 
     def close_readers(self, reason: str) -> None:
         """End every result stream (the server is stopping: the HTTP server can then close them)."""
@@ -453,7 +498,7 @@ class Runtime:
         st = self.states.get(sub.query_id)
         if st is not None:
             st.subscribers.discard(sub)
-        sub.close("unsubscribed")
+        sub.discard()
 
     # ------------------------------------------------------------ entities, plans, system
 
@@ -571,10 +616,12 @@ class Runtime:
             "elements_in": sum(int(c["elements"]) for c in self.input.counters.values()),
             "backlog": self.backlog(), "backlog_limit": self.input.backlog_limit,
             "subscribers": sum(len(s.subscribers) for s in self.states.values()),
+            "readers": self.readers.stats(),
             "results_out": sum(s.results_out for s in self.states.values()),
             "engine": self.pump.stats(),
             "archive": {"fsync": self.fsync, **arch},
             "recovery": self.recovery_info,
+            "catalog": self.catalog_log.stats(),
             "punctuations_ignored": self.input.punctuations,
             "errors": dict(self.errors),
         }

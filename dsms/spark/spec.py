@@ -1,4 +1,5 @@
-"""What a replay runs: the query and the catalog it reads, rebuilt from a data directory's ``catalog.json`` log
+"""What a replay runs: the query and the catalog it reads, rebuilt from a data directory's catalog log
+(``catalog.snapshot`` + ``catalog.log``, or the older ``catalog.json``; ``read_catalog_entries``)
 (SPEC section 9; the log's format is the server runtime's, docs/server.md).
 
 The log holds every catalog change in the order the server applied it (CQL statements, drops, knob writes),
@@ -11,7 +12,6 @@ any depth) is kept for the engines that run the replay.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,15 @@ from typing import Any
 from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import DsmsError
+from dsms.runtime.catalog_log import (
+    CATALOG_NAME,
+    LEGACY_NAME,
+    SNAPSHOT_NAME,
+    CatalogDamaged,
+    read_catalog_entries,
+)
 
-CATALOG_FILE = "catalog.json"
+CATALOG_FILES = (SNAPSHOT_NAME, CATALOG_NAME, LEGACY_NAME)
 
 
 class ReplayError(DsmsError):
@@ -66,18 +73,12 @@ def _read_log(data_dir: Path) -> list[dict[str, Any]]:
         raise ReplayError(f"data directory '{data_dir}' does not exist")
     if not data_dir.is_dir():
         raise ReplayError(f"data directory '{data_dir}' is not a directory")
-    path = data_dir / CATALOG_FILE
-    if not path.exists():
-        if not (data_dir / "archive").is_dir():
-            raise ReplayError(f"'{data_dir}' is not a dsms data directory (no {CATALOG_FILE}, no archive/)")
-        return []
+    if not any((data_dir / n).exists() for n in CATALOG_FILES) and not (data_dir / "archive").is_dir():
+        raise ReplayError(f"'{data_dir}' is not a dsms data directory (no {', '.join(CATALOG_FILES)}, no archive/)")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ReplayError(f"catalog {path} cannot be read: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("log"), list):
-        raise ReplayError(f"catalog {path} is not a dsms catalog (no 'log' list)")
-    return doc["log"]
+        return read_catalog_entries(data_dir)
+    except CatalogDamaged as e:
+        raise ReplayError(str(e)) from None
 
 
 def _defined_name(stmt: Any) -> str | None:
@@ -125,6 +126,8 @@ def load_spec(data_dir: str | Path, *, query: str | None = None, query_id: str |
         except (DsmsError, KeyError, TypeError) as e:
             # the server skipped it too when it recovered (it logs the same entry as not re-applicable)
             del e
+        if isinstance(entry, dict) and entry.get("ids"):
+            eng.advance_id_counters(entry["ids"])    # ids as the server had them, whatever failed to apply
     if query_id is not None:
         try:
             q = eng.query(query_id)

@@ -32,5 +32,5 @@ async def post_cql(request: web.Request) -> web.Response:
     is refused before anything runs (docs/http-api.md: it would be a query nobody can name or read)."""
     text = await cql_text(request)
     rt = runtime(request)
-    results = rt.execute(text, bare_queries=False)
+    results = await rt.execute_async(text, bare_queries=False)
     return web.json_response({"results": await with_warnings(rt, results)})

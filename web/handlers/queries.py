@@ -9,6 +9,10 @@ from dsms.errors import InputError
 from web.handlers.common import bool_param, describe_query, int_param, read_json_object, runtime
 from web.streaming import stream_results
 
+MAX_BUFFER = 1_000_000
+"""The largest ``?buffer=`` (elements); the reader's buffer is bounded in bytes too
+(``results.reader_buffer_bytes``), and all readers by ``results.reader_memory``."""
+
 
 async def list_queries(request: web.Request) -> web.Response:
     rt = runtime(request)
@@ -25,7 +29,7 @@ async def create_query(request: web.Request) -> web.Response:
     extra = set(doc) - {"cql", "retention"}
     if extra:
         raise InputError(f"unknown field '{sorted(extra)[0]}' (fields: cql, retention)")
-    q = rt.execute(text, expect=("query", "view"))[0]      # other statements: POST /cql
+    q = (await rt.execute_async(text, expect=("query", "view")))[0]      # other statements: POST /cql
     if "retention" in doc:
         rt.set_query_retention(q.id, doc["retention"])
     return web.json_response(describe_query(q), status=201,
@@ -69,7 +73,7 @@ async def get_results(request: web.Request) -> web.StreamResponse:
     q = rt.query(request.match_info["id"])
     from_ts = int_param(request, "from")
     follow = bool_param(request, "follow", True)
-    buffer = int_param(request, "buffer", None, 1, 10_000_000)
+    buffer = int_param(request, "buffer", None, 1, MAX_BUFFER)
     after = _after(request)
     snapshot = bool_param(request, "snapshot", follow and from_ts is None and after is None)
     ts_form = request.query.get("ts", "ms")

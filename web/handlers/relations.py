@@ -31,7 +31,7 @@ async def get_relation(request: web.Request) -> web.Response:
 async def create_relation(request: web.Request) -> web.Response:
     rt = runtime(request)
     text = register_text(await read_json_object(request), "relation")
-    results = rt.execute(text, expect=("relation",))
+    results = await rt.execute_async(text, expect=("relation",))
     return web.json_response(describe_result(results[0]), status=201)
 
 

@@ -161,7 +161,7 @@ async def post_replay(request: web.Request) -> web.Response:
           "to_ts": _ts(doc, "to"), "master": doc.get("master") or "local[*]", "partitions": parts,
           "strategy": doc.get("strategy")}
     loop = asyncio.get_running_loop()
-    try:   # reads catalog.json and scans the archive index: off the event loop
+    try:   # reads the catalog log and scans the archive index: off the event loop
         prepared = await loop.run_in_executor(None, lambda: prepare(str(data_dir), **kw))
     except UnknownQuery as e:
         raise NotFound(str(e)) from None

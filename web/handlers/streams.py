@@ -28,7 +28,7 @@ async def get_stream(request: web.Request) -> web.Response:
 async def create_stream(request: web.Request) -> web.Response:
     rt = runtime(request)
     text = register_text(await read_json_object(request), "stream")
-    results = rt.execute(text, expect=("stream",))
+    results = await rt.execute_async(text, expect=("stream",))
     return web.json_response((await with_warnings(rt, results))[0], status=201)
 
 

@@ -12,7 +12,7 @@ from web.handlers.common import clean, read_json_object, runtime
 async def get_system(request: web.Request) -> web.Response:
     rt = runtime(request)
     out = clean(rt.system())
-    out["config"] = rt.config.public()
+    out["config"] = rt.config.public()     # the broker password masked (dsms.config.redact_url, issue 18)
     return web.json_response(out)
 
 

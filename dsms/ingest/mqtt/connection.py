@@ -10,6 +10,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiomqtt
 
@@ -36,9 +37,36 @@ def describe(e: BaseException) -> str:
 
 class Client(aiomqtt.Client):
     """aiomqtt's client, also remembering CONNACK's session-present flag: it is the one signal the source has
-    that the broker lost its session (and with it any QoS 1 messages queued while we were away)."""
+    that the broker lost its session (and with it any QoS 1 messages queued while we were away).
+
+    With ``manual_ack`` a received QoS 1 message is acknowledged only when :meth:`ack` is called (the source
+    does so once the message is archived and fsynced, or dead-lettered): until then the broker still holds
+    it and delivers it again to the next connection of the session. aiomqtt 2.5 has no option for it, so it
+    is set on the paho client underneath (``manual_ack_set``, paho-mqtt 2)."""
 
     session_present: bool | None = None
+
+    def __init__(self, *args: Any, manual_ack: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.manual_ack = manual_ack
+        if manual_ack:
+            self._client.manual_ack_set(True)
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await super().__aexit__(*exc_info)
+        finally:
+            # aiomqtt sets the loss of the connection on a future that nothing reads when the loss ends the
+            # session by another path; asyncio then logs "Future exception was never retrieved" with a
+            # traceback at garbage collection. keep_connected has already logged the loss in one line.
+            for fut in (self._connected, self._disconnected):
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
+
+    def ack(self, mid: int, qos: int) -> None:
+        """Acknowledge one received message (PUBACK for QoS 1) on this connection."""
+        if self.manual_ack and qos > 0:
+            self._client.ack(mid, qos)
 
     def _on_connect(self, client, userdata, flags, reason_code, properties=None):  # type: ignore[override]
         self.session_present = getattr(flags, "session_present", None)

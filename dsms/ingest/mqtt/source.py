@@ -10,10 +10,15 @@ is docs/mqtt.md.
 Design, in short:
 
 - The network side and the engine side are decoupled by a bounded in-process queue. aiomqtt hands every received
-  message to that queue (through its public ``queue_type`` hook), stamped with its arrival time, so that a
-  disconnection never throws away messages that the broker already delivered (and that the client already
-  acknowledged). A consumer task turns the queued messages into rows and timestamps and gives them to the sink in
-  batches, one ``ingest`` call per drained chunk, so that the engine runs once per chunk and not once per message.
+  message to that queue (through its public ``queue_type`` hook), stamped with its arrival time. A consumer task
+  turns the queued messages into rows and timestamps and gives them to the sink in batches, one ``ingest`` call
+  per drained chunk, so that the engine runs once per chunk and not once per message.
+- Acknowledgement after archiving (issue 18 item 7): messages are received with QoS 1 and acknowledged by hand
+  (``manual_ack``), only once the sink has returned for their chunk (the server's sink returns once the elements
+  are archived and fsynced by the group commit) or once they are dead-lettered. A crash before that leaves them
+  with the broker, which delivers them again to the next connection of the persistent session: nothing the
+  broker considers delivered is lost. The price is at-least-once: a message archived just before a crash, whose
+  acknowledgement did not leave, is taken twice (as with any QoS 1 redelivery).
 - A message is all or nothing: when the sink refuses a batch with ``InputError`` naming an element, the message
   holding that element is dead-lettered and the rest of the batch is offered again.
 - Time is application time (SPEC section 2): the timestamp comes from the payload, or, when the stream names no
@@ -52,7 +57,10 @@ _ELEMENT_PREFIX = re.compile(r"^element \d+: ")     # InputError's own position,
 class Sink(Protocol):
     """What MqttIngest feeds: the server's Runtime, or in tests a thin wrapper over an Engine (push + run).
     It must be all or nothing per call and raise ``dsms.errors.InputError`` (with ``index`` when it can) for
-    input it refuses; that is how column and type validation reaches the dead-letter file."""
+    input it refuses; that is how column and type validation reaches the dead-letter file. An exception with a
+    ``retry_after`` attribute (seconds; the server's ``Overloaded``) means "not now": the source waits and
+    offers the same batch again, leaving its messages unacknowledged meanwhile, so the broker holds back what
+    follows (its in-flight window is full) instead of anything being dead-lettered."""
 
     async def ingest(self, stream: str, rows: list[dict], ts: list[int]) -> int: ...
 
@@ -81,7 +89,7 @@ class _DeadLetters:
         self.write_errors = 0
 
     def write(self, topic: str, reason: str, payload: bytes | str, index: int | None = None) -> None:
-        raw = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        raw = payload.encode("utf-8", "backslashreplace") if isinstance(payload, str) else bytes(payload)
         rec: dict[str, Any] = {"at": _wall_iso(), "topic": topic, "reason": reason}
         if index is not None:
             rec["index"] = index
@@ -96,7 +104,14 @@ class _DeadLetters:
             if self._fh is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across writes
-            self._fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            try:
+                line = json.dumps(rec, ensure_ascii=False, default=repr)
+                line.encode("utf-8")
+            except (UnicodeEncodeError, ValueError, RecursionError):
+                # A lone surrogate (from a JSON escape such as "\ud800" in a column name that the reason
+                # quotes) cannot be written as UTF-8: escape everything instead of failing the whole batch.
+                line = json.dumps(rec, ensure_ascii=True, default=repr)
+            self._fh.write(line + "\n")
             self._fh.flush()
             self.lines += 1
         except OSError as e:
@@ -136,6 +151,9 @@ class _Received:
     topic: str
     payload: bytes
     arrival: int                  # clock() at receipt, ms
+    mid: int = 0                  # the broker's message id, to acknowledge it
+    qos: int = 0
+    conn: int = 0                 # which connection delivered it (an ack only makes sense on that one)
 
 
 @dataclass
@@ -189,10 +207,12 @@ class MqttIngest:
         self._client: Client | None = None
         self._down_since: float | None = None     # monotonic; set when a live connection is lost
         self._n = {"received": 0, "accepted": 0, "malformed": 0, "late": 0, "dropped": 0, "ignored": 0,
-                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0}
+                   "retained_skipped": 0, "sink_errors": 0, "session_lost": 0, "acked": 0,
+                   "refused_overloaded": 0}
         self._link = Link()
         self._session_present: bool | None = None
         self._down_total = 0.0
+        self._conn_gen = 0
 
     @staticmethod
     def default_client_id(stream_name: str, topic: str) -> str:
@@ -240,19 +260,16 @@ class MqttIngest:
             self._conn_task.result()     # re-raise what killed the connection task (a bug, not the network)
 
     async def stop(self, *, discard_session: bool = False) -> None:
-        """Disconnect, then hand everything already received to the sink before returning (those messages
-        were acknowledged to the broker: dropping them here would lose them). With ``discard_session`` (for DROP
-        STREAM) the subscription is removed first, so the broker stops queueing messages for a stream that no
-        longer exists."""
+        """Hand everything already received to the sink and acknowledge it while the connection is still up,
+        then disconnect (what arrives meanwhile is not acknowledged: the broker delivers it again to the next
+        connection of the session). With ``discard_session`` (for DROP STREAM) the subscription is removed
+        first, so the broker stops queueing messages for a stream that no longer exists."""
         if self._conn_task is None:
             return
         self._stop.set()
         if discard_session and self._client is not None and self._link.connected:
             with contextlib.suppress(Exception):
                 await self._client.unsubscribe(self.source.topic, timeout=2)
-        self._conn_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._conn_task
         assert self._pending is not None and self._consumer is not None
         try:
             await asyncio.wait_for(self._pending.put(None), self.stop_timeout)
@@ -264,6 +281,9 @@ class MqttIngest:
             self._consumer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._consumer
+            self._conn_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._conn_task
             self._dead.close()
             self._conn_task = None
 
@@ -277,9 +297,11 @@ class MqttIngest:
             # them would duplicate input after each reconnect. Live messages never carry the flag (MQTT 3.1.1
             # section 3.3.1.3).
             self._n["retained_skipped"] += 1
+            self._ack_now(m.mid, m.qos)
             return
         if not m.topic.matches(self.source.topic):
             self._n["ignored"] += 1
+            self._ack_now(m.mid, m.qos)
             return
         now = int(self.clock())
         if self._last_arrival is not None and now < self._last_arrival:
@@ -288,9 +310,30 @@ class MqttIngest:
         payload = m.payload if isinstance(m.payload, bytes | bytearray) else str(m.payload).encode()
         assert self._pending is not None
         try:
-            self._pending.put_nowait(_Received(m.topic.value, bytes(payload), now))
+            self._pending.put_nowait(_Received(m.topic.value, bytes(payload), now, m.mid, m.qos, self._conn_gen))
         except asyncio.QueueFull:
-            self._n["dropped"] += 1
+            self._n["dropped"] += 1              # not acknowledged: the broker delivers it again after a reconnect
+
+    def _ack_now(self, mid: int, qos: int) -> None:
+        client = self._client
+        if client is not None and qos > 0:
+            with contextlib.suppress(Exception):
+                client.ack(mid, qos)
+
+    def _ack(self, chunk: list[_Received]) -> None:
+        """Acknowledge a handled chunk (archived or dead-lettered) to the broker, on the connection that
+        delivered it; messages of an earlier connection are delivered again by the broker (at least once)."""
+        client = self._client
+        if client is None:
+            return
+        for m in chunk:
+            if m.qos > 0 and m.conn == self._conn_gen:
+                try:
+                    client.ack(m.mid, m.qos)
+                except Exception as e:  # noqa: BLE001 - the broker will deliver it again
+                    self._link.last_error = f"ack: {describe(e)}"
+                    return
+                self._n["acked"] += 1
 
     async def _run(self) -> None:
         await keep_connected(self._client_for_attempt, self._session, link=self._link, stop=self._stop,
@@ -298,8 +341,13 @@ class MqttIngest:
                              after=self._after_attempt)
 
     def _client_for_attempt(self) -> Client:
-        return Client(**client_kwargs(self.url), identifier=self.client_id, clean_session=False,
-                      keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver))
+        # A new connection: messages it delivers (a resumed session's queue comes right after CONNACK, before
+        # the session code runs) are acknowledged on it, and those of an earlier one no more.
+        self._conn_gen += 1
+        self._client = Client(**client_kwargs(self.url), identifier=self.client_id, clean_session=False,
+                              keepalive=self.keepalive, timeout=10, queue_type=_forwarding_queue(self._deliver),
+                              manual_ack=True)
+        return self._client
 
     async def _session(self, client: Client, reconnected: bool, ready: Callable[[], None]) -> None:
         self._client = client
@@ -352,6 +400,7 @@ class MqttIngest:
                 except Exception as e:  # noqa: BLE001 - the consumer must outlive any one bad chunk
                     self._link.last_error = describe(e)
                     log.exception("MQTT ingest of %s: unexpected error", self.stream_name)
+                self._ack(chunk)
             if done:
                 return
 
@@ -378,6 +427,9 @@ class MqttIngest:
                 ts.append(t)
         except Malformed as e:
             self._malformed(msg, str(e))
+            return None
+        except Exception as e:  # noqa: BLE001 - any decoder failure is this message's, never its batch's
+            self._malformed(msg, f"cannot decode: {type(e).__name__}: {str(e)[:200]}")
             return None
         return _Decoded(msg, rows, ts, list(items))
 
@@ -451,9 +503,21 @@ class MqttIngest:
                         self._malformed(d.msg, reason)
                     continue
                 except Exception as e:  # noqa: BLE001 - a broken sink must not kill the source
+                    retry = getattr(e, "retry_after", None)
+                    if isinstance(retry, int | float) and not isinstance(retry, bool):
+                        self._n["refused_overloaded"] += 1      # nothing was taken: offer it all again later
+                        await asyncio.sleep(min(max(float(retry), 0.05), 5.0))
+                        continue
+                    if len(pending) > 1:
+                        # Which message made it fail is unknown: offer them one at a time, so one poison
+                        # message costs only itself and the rest of its batch still gets in.
+                        for d in pending:
+                            await self._offer([d])
+                        return
                     self._n["sink_errors"] += 1
                     self._link.last_error = f"sink: {type(e).__name__}: {e}"
-                    log.error("MQTT ingest of %s: the sink failed: %s", self.stream_name, self._link.last_error)
+                    if self._n["sink_errors"] & (self._n["sink_errors"] - 1) == 0:   # 1st, 2nd, 4th, ...
+                        log.error("MQTT ingest of %s: the sink failed: %s", self.stream_name, self._link.last_error)
                     for d in pending:
                         self._dead.write(d.msg.topic, f"sink error: {type(e).__name__}: {e}", d.msg.payload)
                     return

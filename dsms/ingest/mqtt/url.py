@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from dsms.config import redact_url
+
 
 @dataclass(frozen=True)
 class MqttUrl:
@@ -27,21 +29,22 @@ def parse_mqtt_url(url: str) -> MqttUrl:
     """``mqtt://[user[:pass]@]host[:port]`` (also ``tcp://``; ``mqtts://`` and ``ssl://`` for TLS, default port
     8883). Raises ValueError with what is wrong, so that a bad ``--mqtt-url`` is refused at start, not retried
     forever."""
+    shown = redact_url(url)
     if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"bad MQTT URL {url!r}: expected mqtt://host[:port] (or tcp://, mqtts://)")
+        raise ValueError(f"bad MQTT URL {shown!r}: expected mqtt://host[:port] (or tcp://, mqtts://)")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
-        raise ValueError(f"bad MQTT URL {url!r}: unknown scheme {parts.scheme!r} "
+        raise ValueError(f"bad MQTT URL {shown!r}: unknown scheme {parts.scheme!r} "
                          f"(expected one of {', '.join(sorted(_SCHEMES))})")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError(f"bad MQTT URL {url!r}: a broker URL has no path, query or fragment")
+        raise ValueError(f"bad MQTT URL {shown!r}: a broker URL has no path, query or fragment")
     if not parts.hostname:
-        raise ValueError(f"bad MQTT URL {url!r}: no host")
+        raise ValueError(f"bad MQTT URL {shown!r}: no host")
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"bad MQTT URL {url!r}: the port is not a number in 1..65535") from None
+        raise ValueError(f"bad MQTT URL {shown!r}: the port is not a number in 1..65535") from None
     default_port, tls = _SCHEMES[scheme]
     return MqttUrl(parts.hostname, port or default_port,
                    unquote(parts.username) if parts.username is not None else None,
