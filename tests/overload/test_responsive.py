@@ -55,7 +55,8 @@ def test_a_huge_self_join_does_not_freeze_the_server(tmp_path: Path) -> None:
         try:
             while time.monotonic() < deadline:
                 sysr = srv.get("/system").json()
-                if sysr["backlog"] == 0 and sysr["runtime"]["engine"]["slices"] > 0:
+                # done, and enough requests timed for a p99 (a fast machine finishes the join in fewer)
+                if sysr["backlog"] == 0 and sysr["runtime"]["engine"]["slices"] > 0 and len(lat) >= 50:
                     items = [i for i in srv.results("big") if "row" in i]
                     if items:
                         break
