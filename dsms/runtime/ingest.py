@@ -119,6 +119,11 @@ class InputPath:
             self._memory_at = now
         return self._memory
 
+    def forget_memory(self) -> None:
+        """Measure again at the next admission: a new ``memory_budget`` is judged against the memory held now,
+        not a figure taken before it was written."""
+        self._memory_at = -MEMORY_EVERY
+
     def overloaded(self) -> str | None:
         """Why the engine is over its limits (the backlog limit, the system's ``memory_budget``), or None."""
         b = self.backlog()

@@ -545,6 +545,7 @@ class Runtime:
         budget, shedding and the load threshold act on input still to be read), so the engine is not run to
         idle first: turning shedding on while a long backlog is worked off must not freeze the server."""
         self.engine.system.set_many(dict(values))
+        self.input.forget_memory()
         self._log({"op": "system", "values": dict(values)})
         return self.system()
 

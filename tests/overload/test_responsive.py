@@ -91,7 +91,6 @@ def test_over_the_memory_budget_input_is_refused_with_503_and_nothing_is_applied
             time.sleep(0.05)
         assert held > 0
         assert srv.request("PATCH", "/system", json_body={"memory_budget": held // 2}).status == 200
-        time.sleep(0.15)                   # the admission check reuses a memory figure for 0.1 s
         r = srv.ndjson("S", [{"ts": 5000, "row": {"a": 1}}])
         assert r.status == 503 and r.headers.get("retry-after") == "1", r
         assert "memory_budget" in r.json()["detail"] or "memory_budget" in r.json()["error"], r.json()
@@ -121,7 +120,6 @@ def test_with_shedding_on_overload_is_shed_and_results_say_they_are_approximate(
         held = srv.get("/system").json()["memory_bytes"]
         r = srv.request("PATCH", "/system", json_body={"shedding": True, "memory_budget": max(1, held // 4)})
         assert r.status == 200, r
-        time.sleep(0.15)
         deadline = time.monotonic() + 30
         t = 3000
         while time.monotonic() < deadline:
@@ -152,7 +150,6 @@ def test_with_shedding_on_but_nothing_sheddable_input_over_budget_is_refused(tmp
         srv.cql("REGISTER STREAM S (a INT); REGISTER QUERY m AS SELECT MAX(a) AS top FROM S [RANGE 1000000]")
         assert srv.ndjson("S", [{"ts": t, "row": {"a": t}} for t in range(2000)]).status in (200, 202)
         assert srv.request("PATCH", "/system", json_body={"shedding": True, "memory_budget": 1}).status == 200
-        time.sleep(0.15)
         r = srv.ndjson("S", [{"ts": 5000, "row": {"a": 1}}])
         assert r.status == 503 and r.headers.get("retry-after") == "1", r     # MAX has no error bound
     finally:
