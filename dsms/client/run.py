@@ -9,8 +9,7 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
-from dsms.client.http import DsmsClient, ServerError, Unreachable
-from dsms.client.session import execute_text
+from dsms.client.session import connect, execute_text
 
 
 def run_file(path: str, url: str, token: str | None) -> int:
@@ -25,13 +24,8 @@ def run_file(path: str, url: str, token: str | None) -> int:
     except UnicodeDecodeError:
         console.print(Text(f"dsms: {path} is not UTF-8 text", style="bold red"))
         return 2
-    client = DsmsClient(url, token)
-    try:
-        client.get("/system")
-    except Unreachable as e:
-        console.print(Text(f"dsms: {e}", style="bold red"))
+    client = connect(console, url, token)
+    if client is None:
         return 2
-    except ServerError:
-        pass
     ok = execute_text(console, client, text, source_name="<stdin>" if path == "-" else path, interactive=False)
     return 0 if ok else 1

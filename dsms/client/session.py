@@ -13,6 +13,20 @@ from dsms.client.render import print_error, render_result
 from dsms.client.statements import is_bare_query, split_statements
 
 
+def connect(console: Console, url: str, token: str | None, hint: str = "") -> DsmsClient | None:
+    """A client for ``url`` once the server answers (any answer, even an error, means it is there); None,
+    with the reason printed, when it cannot be reached."""
+    client = DsmsClient(url, token)
+    try:
+        client.get("/system")
+    except Unreachable as e:
+        console.print(Text(f"dsms: {e}{hint}", style="bold red"))
+        return None
+    except ServerError:
+        pass
+    return client
+
+
 def execute_text(console: Console, client: DsmsClient, text: str, *, source_name: str | None = None,
                  interactive: bool = True) -> bool:
     """Run every statement of ``text``; False at the first that fails (the ones before it stay applied).

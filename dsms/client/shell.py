@@ -15,7 +15,7 @@ from rich.text import Text
 from dsms.client.completion import CatalogCompleter
 from dsms.client.follow import follow
 from dsms.client.http import DsmsClient, ServerError, Unreachable
-from dsms.client.session import execute_text
+from dsms.client.session import connect, execute_text
 from dsms.client.statements import is_complete
 
 HELP = """\
@@ -85,14 +85,9 @@ def command(console: Console, client: DsmsClient, text: str) -> bool:
 def run_shell(url: str, token: str | None) -> int:
     """The prompt loop; returns the exit status (2 when the server cannot be reached at start)."""
     console = Console(highlight=False)
-    client = DsmsClient(url, token)
-    try:
-        client.get("/system")
-    except Unreachable as e:
-        console.print(Text(f"dsms: {e} (start one with `dsms serve`, or give --url)", style="bold red"))
+    client = connect(console, url, token, " (start one with `dsms serve`, or give --url)")
+    if client is None:
         return 2
-    except ServerError:
-        pass
     completer = CatalogCompleter(client)
     completer.refresh()
     path = history_path()
