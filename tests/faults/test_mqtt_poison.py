@@ -159,9 +159,10 @@ class _FlakySink:
         return n
 
 
-def test_an_unexpected_sink_failure_costs_only_its_own_message(tmp_path: Path, mosquitto) -> None:
+def _thirty_through(sink: _FlakySink, tmp_path: Path, mosquitto, first_v: int, done) -> dict:
+    """Publish 30 messages (v = first_v, first_v + 1, ...) to ``sink``'s MQTT stream through a real broker;
+    the adapter's statistics once ``done(stats)`` holds (or after 10 s)."""
     from dsms.ingest import MqttIngest
-    sink = _FlakySink()
     sd = sink.eng.streams()[0]
 
     async def main() -> dict:
@@ -170,16 +171,21 @@ def test_an_unexpected_sink_failure_costs_only_its_own_message(tmp_path: Path, m
         try:
             async with aiomqtt.Client("127.0.0.1", mosquitto.port) as c:
                 for i in range(30):
-                    await c.publish("flaky/s", json.dumps({"v": i, "ts": 100 + i}), qos=1)
+                    await c.publish("flaky/s", json.dumps({"v": first_v + i, "ts": 100 + i}), qos=1)
             for _ in range(1000):
-                if ing.stats["accepted"] + ing.stats["sink_errors"] >= 30:
+                if done(ing.stats):
                     break
                 await asyncio.sleep(0.01)
         finally:
             await ing.stop()
         return ing.stats
 
-    st = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_an_unexpected_sink_failure_costs_only_its_own_message(tmp_path: Path, mosquitto) -> None:
+    sink = _FlakySink()
+    st = _thirty_through(sink, tmp_path, mosquitto, 0, lambda s: s["accepted"] + s["sink_errors"] >= 30)
     assert (st["accepted"], st["sink_errors"]) == (29, 1), st
     assert sorted(e.row["v"] for e in sink.q.drain()) == [i for i in range(30) if i != 13]
     dead = (tmp_path / "dead.ndjson").read_text().splitlines()
@@ -209,26 +215,8 @@ class _OverloadedSink(_FlakySink):
 
 
 def test_an_overloaded_sink_is_waited_for_not_dead_lettered(tmp_path: Path, mosquitto) -> None:
-    from dsms.ingest import MqttIngest
     sink = _OverloadedSink()
-    sd = sink.eng.streams()[0]
-
-    async def main() -> dict:
-        ing = MqttIngest(sink, sd.name, sd.columns, sd.source, mosquitto.url, tmp_path / "dead.ndjson")
-        await ing.start()
-        try:
-            async with aiomqtt.Client("127.0.0.1", mosquitto.port) as c:
-                for i in range(30):
-                    await c.publish("flaky/s", json.dumps({"v": 100 + i, "ts": 100 + i}), qos=1)
-            for _ in range(1000):
-                if ing.stats["accepted"] >= 30:
-                    break
-                await asyncio.sleep(0.01)
-        finally:
-            await ing.stop()
-        return ing.stats
-
-    st = asyncio.run(main())
+    st = _thirty_through(sink, tmp_path, mosquitto, 100, lambda s: s["accepted"] >= 30)
     assert (st["accepted"], st["refused_overloaded"], st["sink_errors"], st["malformed"]) == (30, 3, 0, 0), st
     assert st["acked"] == 30
     assert sorted(e.row["v"] for e in sink.q.drain()) == list(range(100, 130))
