@@ -211,7 +211,6 @@ class Engine:
         self.policy = None
         self.shedder = LoadShedder(self)
         self._approx_sources: dict[str, list] = {}
-        self.building_view = False
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -416,9 +415,6 @@ class Engine:
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends,
                         inputs=L.input_leaves(root, views) if kind == L.RELATION else ())
-        # a view, or any named query, is a relation later queries may read: its sink keeps the contents that
-        # a later reader starts from (a stream-valued one has no such sink)
-        self.building_view = view or name is not None
         try:
             out = self.planner.build(root, qid)
         except Exception:

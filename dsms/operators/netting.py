@@ -284,12 +284,6 @@ class ChangelogOp(NettingOperator):
         self.log: list[Batch] = []              # output batches not yet folded into ``live``
         self.log_rows = 0
 
-    def keep_contents(self) -> None:
-        """Keep the relation from now on: a view (or named query) now shares this sink, built for a query
-        nobody reads by name, and its later readers start from its contents. The planner shares a sink only
-        before any input reached it, so there is nothing it should have kept already."""
-        self.keep_state = True
-
     def _held_rows(self) -> int:
         return super()._held_rows() + self.log_rows + (len(self.live) if self.live is not None else 0)
 

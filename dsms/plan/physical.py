@@ -74,8 +74,6 @@ class PhysicalPlanner:
                                                          and built.queue.tuples_in == built.written)):
             if built.op is not None and built.op.fused is not None:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
-            if isinstance(built.op, ChangelogOp) and self.engine.building_view:
-                built.op.keep_contents()                # a view's sink keeps what its later readers start from
             self._own(node, built, query_id)
             return built.queue
         if (isinstance(node, L.Join | L.SemiJoin) or isinstance(node, L.Window) and node.wkind != "UNBOUNDED") \
