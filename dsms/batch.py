@@ -76,11 +76,7 @@ class Batch:
         few thousand rows 10-20x slower (issue 15). Computed once per batch."""
         if self._nbytes is not None:
             return self._nbytes
-        total = self.ts.nbytes + self.sign.nbytes
-        for c in self.cols:
-            total += c.nbytes
-            if c.dtype == object and len(c):
-                total += _string_bytes(c)
+        total = self.ts.nbytes + self.sign.nbytes + sum(column_bytes(c) for c in self.cols)
         self._nbytes = total
         return total
 
@@ -111,6 +107,11 @@ class Batch:
 
 NAN = float("nan")
 STR_SAMPLE = 32      # strings looked at to estimate a string column's bytes (Batch.nbytes)
+
+
+def column_bytes(c: np.ndarray) -> int:
+    """The bytes one column holds: its buffer, plus the string objects of a STRING column (``Batch.nbytes``)."""
+    return int(c.nbytes) + (_string_bytes(c) if c.dtype == object and len(c) else 0)
 
 
 def _string_bytes(c: np.ndarray) -> int:

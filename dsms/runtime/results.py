@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dsms.approx import Approx
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, column_bytes
 from dsms.engine import Query
 from dsms.formats import iso_text, mark_approx
 
@@ -109,8 +109,10 @@ class ResultChunk:
 
 
 def _col_bytes(values: Any) -> int:
-    if isinstance(values, np.ndarray) and values.dtype != object:
-        return int(values.nbytes)
+    """A column's bytes: numpy columns as a batch counts them (strings estimated from a sample, not walked:
+    a chunk is sized on every fan-out), plain lists (tests, tools) value by value."""
+    if isinstance(values, np.ndarray):
+        return column_bytes(values)
     return 8 * len(values) + sum(sys.getsizeof(v) for v in values)
 
 
