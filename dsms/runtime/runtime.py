@@ -486,14 +486,16 @@ class Runtime:
 
     async def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element with a timestamp below ``ts`` will arrive on ``name`` (or on every input); archived."""
-        await self._in_order(name, 0, lambda: self.input.apply_heartbeat(ts, name))
+        await self._in_order(None, 0, lambda: self.input.apply_heartbeat(ts, name))
 
     async def _in_order(self, name: str | None, rows: int, apply: Callable[[], asyncio.Future | None]) -> None:
         """Apply input now, or, while a catalog change waits for its turn or for the engine, hold it behind
-        the change (admitted first, with what is held counted in the backlog) and apply it in arrival order
-        once the change is done; then wait until it is durable (barrier.py)."""
+        the change (elements of ``name`` admitted first, with what is held counted in the backlog; a heartbeat,
+        ``name`` None, is never refused) and apply it in arrival order once the change is done; then wait
+        until it is durable (barrier.py)."""
         if self.order.busy():
-            self.input.check_backlog((name or "").lower())
+            if name is not None:
+                self.input.check_backlog(name.lower())
             async with self.order.held(rows):
                 fut = apply()
         else:
