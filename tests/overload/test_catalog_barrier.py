@@ -152,6 +152,8 @@ def test_input_sent_while_a_register_waits_is_held_and_seen_by_it(tmp_path: Path
             wait_for(lambda k=k: _barrier(srv)["changes_waiting"] >= k, 30, f"REGISTER {name} waiting")
         assert _barrier(srv)["changes_waiting"] == 4 and _barrier(srv)["inputs_held"] == 2
         assert _barrier(srv)["rows_held"] == 13          # counted in the backlog that admission judges
+        metrics = srv.get("/metrics").body.decode().splitlines()
+        assert "dsms_catalog_changes_waiting 4" in metrics and "dsms_input_held_tuples 13" in metrics
         for t, _ in [*threads, push_m, push_s]:
             t.join(240)
         assert [out["response"][0]["name"] for _, out in threads] == names
