@@ -579,7 +579,10 @@ class Runtime:
 
     async def set_entity_async(self, eid: str, values: Mapping[str, Any]) -> dict:
         """:meth:`set_entity` for the HTTP layer: in its turn, once the engine is idle, without holding the
-        loop."""
+        loop. The system entity (``sys:0``) is written at once, as :meth:`set_system` does."""
+        if self._entity_obj(eid) is self.engine.system:
+            self.set_system(values)
+            return self.engine.system.get()
         async with self.order.change():
             ent = self._entity_obj(eid)
             await self.pump.drain()
