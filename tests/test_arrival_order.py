@@ -153,3 +153,31 @@ def test_input_held_behind_a_change_is_admitted_with_what_is_held_counted(tmp_pa
         assert got == [(t, 1, (("k", t),)) for t in range(8)]   # the held input, and nothing refused
         await rt.stop()
     asyncio.run(main())
+
+
+def test_an_engine_failure_while_a_change_waits_fails_the_change_not_the_order(tmp_path: Path) -> None:
+    """A slice that raises fails the change waiting for it (as running the engine to idle on the spot raised
+    into the request), ends its turn, and the next change applies once the engine runs again."""
+    async def main() -> None:
+        rt = Runtime({"data_dir": str(tmp_path / "e"), "archive.fsync": "never"})
+        await rt.start()
+        rt.execute("REGISTER STREAM M (k INT)")
+        real = rt.engine.run
+        failures = [RuntimeError("operator exploded")]
+
+        def failing_run(*args: object, **kw: object) -> int:    # a fault injected into the engine run that
+            if failures and rt.order.changes:                    # a change waits for
+                raise failures.pop()
+            return real(*args, **kw)
+        rt.engine.run = failing_run             # type: ignore[method-assign]
+        try:
+            await rt.execute_async("REGISTER QUERY a AS SELECT k FROM M")
+            raise AssertionError("the change applied although the engine failed before it")
+        except RuntimeError as e:
+            assert "operator exploded" in str(e)
+        assert not rt.order.busy() and rt.runtime_stats()["errors"]["engine"] == 1
+        assert [q.name for q in rt.queries()] == []
+        await rt.execute_async("REGISTER QUERY b AS SELECT k FROM M")
+        assert [q.name for q in rt.queries()] == ["b"]
+        await rt.stop()
+    asyncio.run(main())
