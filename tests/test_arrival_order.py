@@ -161,13 +161,19 @@ def test_an_engine_failure_while_a_change_waits_fails_the_change_not_the_order(t
     async def main() -> None:
         rt = Runtime({"data_dir": str(tmp_path / "e"), "archive.fsync": "never"})
         await rt.start()
-        rt.execute("REGISTER STREAM M (k INT)")
+        rt.execute(DDL)
+        await _backlog(rt)
         real = rt.engine.run
         failures = [RuntimeError("operator exploded")]
+        runs: list[int] = []
 
-        def failing_run(*args: object, **kw: object) -> int:    # a fault injected into the engine run that
-            if failures and rt.order.changes:                    # a change waits for
-                raise failures.pop()
+        def failing_run(*args: object, **kw: object) -> int:
+            """A fault injected into the pump's first slice while a change waits (the change's own first
+            slice, which finds the backlog, runs before it waits)."""
+            if rt.order.changes:
+                runs.append(1)
+                if failures and len(runs) == 2:
+                    raise failures.pop()
             return real(*args, **kw)
         rt.engine.run = failing_run             # type: ignore[method-assign]
         try:
@@ -176,8 +182,8 @@ def test_an_engine_failure_while_a_change_waits_fails_the_change_not_the_order(t
         except RuntimeError as e:
             assert "operator exploded" in str(e)
         assert not rt.order.busy() and rt.runtime_stats()["errors"]["engine"] == 1
-        assert [q.name for q in rt.queries()] == []
+        assert [q.name for q in rt.queries()] == ["big"]
         await rt.execute_async("REGISTER QUERY b AS SELECT k FROM M")
-        assert [q.name for q in rt.queries()] == ["b"]
+        assert [q.name for q in rt.queries()] == ["big", "b"] and rt.backlog() == 0
         await rt.stop()
     asyncio.run(main())

@@ -80,8 +80,10 @@ class EnginePump:
         """``quiesce`` without holding the loop: wait until one of the pump's slices finds the engine idle
         (the backlog is worked off in the pump's normal slices, the loop served between them), then
         ``quiesce``, which finds nothing left unless input was added meanwhile. An engine failure in a slice
-        is raised here, as ``quiesce`` raises it; a pump that is not running (no server) quiesces at once."""
-        if self.running:
+        is raised here, as ``quiesce`` raises it; a pump that is not running (no server) quiesces at once.
+        An engine that is idle already (one slice does nothing) is not waited for: a request of many
+        statements then gives the loop back only every few statements, as before."""
+        if self.running and self.run_slice() != 0:
             fut = asyncio.get_running_loop().create_future()
             self._idle.append(fut)
             self.wake()
