@@ -107,8 +107,8 @@ class InputPath:
 
     def backlog(self) -> int:
         """Tuples not yet fully processed: in every queue (input and between operators) and held inside
-        operators (``Engine.backlog``)."""
-        return self.rt.engine.backlog()
+        operators (``Engine.backlog``), and input held behind a catalog change (barrier.py)."""
+        return self.rt.engine.backlog() + self.rt.order.rows
 
     def memory(self) -> int:
         """``Engine.memory_bytes``, recomputed at most every ``MEMORY_EVERY`` seconds (counting string

@@ -4,6 +4,11 @@ The engine is synchronous and not thread-safe, so every engine call happens on t
 in slices (``eng.run(max_steps=k)``) with ``k`` adapted from the measured cost of a step so one slice stays
 near ``results.slice_ms`` and the loop keeps serving requests; after each slice what the queries produced is
 handed to their readers (``collect``).
+
+A catalog change needs the engine idle first (everything pushed before it processed). ``quiesce`` runs it to
+idle on the spot (recovery, and the in-process API without a server); ``drain`` is the same barrier for the
+server: it waits for the pump's own slices to find the engine idle, serving the loop between them, then
+ends with ``quiesce`` (nothing left by then, since input that arrives meanwhile is held, see barrier.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsms.engine import Engine
+from dsms.runtime.errors import RuntimeFailure
 
 log = logging.getLogger("dsms.runtime")
 
@@ -36,6 +42,8 @@ class EnginePump:
         self.slice_max = 0.0
         self.steps_total = 0
         self.work: asyncio.Event | None = None
+        self.running = False            # the pump task is running its loop (``drain`` can wait for it)
+        self._idle: list[asyncio.Future] = []      # ``drain`` calls waiting for a slice that does nothing
 
     def wake(self) -> None:
         """Input arrived: the pump runs the engine until it is idle again."""
@@ -59,7 +67,8 @@ class EnginePump:
         return steps
 
     def quiesce(self) -> None:
-        """Run the engine until it has nothing left to do (before a catalog change, and during recovery)."""
+        """Run the engine until it has nothing left to do, synchronously (before a catalog change: recovery,
+        the in-process API, and the end of ``drain``)."""
         while True:
             steps = self.engine.run(max_steps=4096)
             self.steps_total += steps
@@ -67,23 +76,54 @@ class EnginePump:
             if steps == 0:
                 return
 
+    async def drain(self) -> None:
+        """``quiesce`` without holding the loop: wait until one of the pump's slices finds the engine idle
+        (the backlog is worked off in the pump's normal slices, the loop served between them), then
+        ``quiesce``, which finds nothing left unless input was added meanwhile. An engine failure in a slice
+        is raised here, as ``quiesce`` raises it; a pump that is not running (no server) quiesces at once.
+        An engine that is idle already (one slice does nothing) is not waited for: a request of many
+        statements then gives the loop back only every few statements, as before."""
+        if self.running and self.run_slice() != 0:
+            fut = asyncio.get_running_loop().create_future()
+            self._idle.append(fut)
+            self.wake()
+            await fut
+        self.quiesce()
+
+    def _release(self, exc: BaseException | None) -> None:
+        waiters, self._idle = self._idle, []
+        for f in waiters:
+            if not f.done():
+                if exc is None:
+                    f.set_result(None)
+                else:
+                    f.set_exception(exc)
+
     async def run(self) -> None:
         self.work = self.work or asyncio.Event()
-        while True:
-            await self.work.wait()
-            self.work.clear()
-            try:
-                while True:
-                    # Only a slice that did nothing proves the engine idle: fan-out after a slice can free a
-                    # full output queue and make its producer ready again.
-                    if self.run_slice() == 0:
-                        break
-                    await asyncio.sleep(0)
-            except Exception:  # noqa: BLE001 - the engine must not take the server down; say so loudly
-                self.errors["engine"] += 1
-                log.exception("engine slice failed")
-                await asyncio.sleep(0.01)
-                self.work.set()
+        self.running = True
+        try:
+            while True:
+                await self.work.wait()
+                self.work.clear()
+                try:
+                    while True:
+                        # Only a slice that did nothing proves the engine idle: fan-out after a slice can free
+                        # a full output queue and make its producer ready again.
+                        if self.run_slice() == 0:
+                            break
+                        await asyncio.sleep(0)
+                except Exception as e:  # noqa: BLE001 - the engine must not take the server down; say so loudly
+                    self.errors["engine"] += 1
+                    log.exception("engine slice failed")
+                    self._release(e)            # a change waiting for idle fails as quiesce would have
+                    await asyncio.sleep(0.01)
+                    self.work.set()
+                    continue
+                self._release(None)
+        finally:
+            self.running = False
+            self._release(RuntimeFailure("the server is stopping"))
 
     def stats(self) -> dict[str, Any]:
         return {"slices": self.slices, "steps": self.steps_total, "steps_per_slice": self.steps,

@@ -3,6 +3,7 @@ fan-out (SPEC sections 7, 9 and 10). It owns the parts and is the one door the w
 adapters) go through; each concern lives in its own module of this package:
 
 * ``pump.py``: drives the synchronous engine in time slices on the event loop;
+* ``barrier.py``: catalog changes and the input around them, in arrival order, without holding the loop;
 * ``ingest.py``: input validated by the engine, archived, applied, acknowledged once durable (group commit);
 * ``catalog_log.py`` and ``recovery.py``: the log of catalog changes and the replay that rebuilds the engine;
 * ``results.py``: the retention ring and the bounded readers of each query's results;
@@ -20,7 +21,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from dsms.engine import Engine, Query
 from dsms.errors import ConflictError, CQLError, DsmsError, InputError, SchemaError, relocate
 from dsms.formats import Decoded
 from dsms.ingest.mqtt.url import parse_mqtt_url
+from dsms.runtime.barrier import ArrivalOrder
 from dsms.runtime.catalog_log import CatalogLog, check_writable, split_statements
 from dsms.runtime.errors import Conflict, LimitExceeded, NotFound, RuntimeFailure
 from dsms.runtime.ingest import GroupCommit, InputPath
@@ -76,6 +78,7 @@ class Runtime:
         self.errors: collections.Counter = collections.Counter()
         self.pump = EnginePump(self.engine, self.config.get("results.slice_ms") / 1000.0, self._collect,
                                self.errors)
+        self.order = ArrivalOrder()     # catalog changes and the input held behind them (barrier.py)
         self.input = InputPath(self)
         self.mqtt = MqttAdapters(self)
         self.group_commit: GroupCommit | None = None
@@ -242,30 +245,38 @@ class Runtime:
         done: list[Any] = []
         stmts, pieces = self._parse(text, expect, bare_queries)
         for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
-            self._execute_at(k, stmt, piece, done, len(stmts) > 1)
+            try:
+                done.append(self._execute_one(stmt, piece))
+            except DsmsError as e:
+                _failed_at(e, k, stmt, done, len(stmts) > 1)
+                raise
         return done
 
     async def execute_async(self, text: str, expect: Sequence[str] | None = None, *,
                             bare_queries: bool = True) -> list[Any]:
         """:meth:`execute` for the HTTP layer: the text is parsed in a thread and the event loop is given back
-        between statements, so one request of a thousand statements does not hold up every other request."""
+        between statements, so one request of a thousand statements does not hold up every other request.
+        A request that changes the catalog takes its turn in arrival order (barrier.py) and each change waits
+        for the engine to be idle without holding the loop (``EnginePump.drain``); input that arrives
+        meanwhile waits for the request. One of only SHOW, DESCRIBE and EXPLAIN waits for nothing."""
         done: list[Any] = []
         stmts, pieces = await asyncio.to_thread(self._parse, text, expect, bare_queries)
-        for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
-            if k and k % 8 == 0:
-                await asyncio.sleep(0)
-            self._execute_at(k, stmt, piece, done, len(stmts) > 1)
+        read_only = all(isinstance(stmt, ast.READ_ONLY) for stmt in stmts)
+        async with contextlib.nullcontext() if read_only else self.order.change():
+            for k, (stmt, piece) in enumerate(zip(stmts, pieces)):
+                if k and k % 8 == 0:
+                    await asyncio.sleep(0)
+                try:
+                    if isinstance(stmt, ast.READ_ONLY):
+                        done.append(self.engine.execute(piece))
+                        continue
+                    self._check_statement(stmt)
+                    await self.pump.drain()
+                    done.append(self._apply_statement(stmt, piece))
+                except DsmsError as e:
+                    _failed_at(e, k, stmt, done, len(stmts) > 1)
+                    raise
         return done
-
-    def _execute_at(self, k: int, stmt: Any, piece: str, done: list[Any], several: bool) -> None:
-        try:
-            done.append(self._execute_one(stmt, piece))
-        except DsmsError as e:
-            if several:                 # positions count from the start of the body, not the statement
-                relocate(e, stmt.pos)
-            e.done = done               # type: ignore[attr-defined]
-            e.statement = k             # type: ignore[attr-defined]
-            raise
 
     def _parse(self, text: str, expect: Sequence[str] | None,
                bare_queries: bool = True) -> tuple[list[Any], list[str]]:
@@ -291,21 +302,32 @@ class Runtime:
         return stmts, split_statements(text, stmts)
 
     def _execute_one(self, stmt: Any, text: str) -> Any:
+        """One statement, synchronously: checked, the engine run to idle on the spot, applied."""
         if isinstance(stmt, ast.READ_ONLY):     # SHOW, DESCRIBE, EXPLAIN: nothing to log, start or count
             return self.engine.execute(text)
+        self._check_statement(stmt)
+        self.pump.quiesce()
+        return self._apply_statement(stmt, text)
+
+    def _check_statement(self, stmt: Any) -> None:
+        """What refuses a catalog change before the engine is run for it (limits, names, a drop of nothing)."""
         creates_query = isinstance(stmt, ast.RegisterQuery | ast.RegisterView | ast.QueryStatement)
         if creates_query and len(self.engine.queries()) >= self.max_queries:
             raise LimitExceeded(f"{len(self.engine.queries())} queries are registered; the limit is "
                                 f"{self.max_queries} (limits.max_queries)")
         if isinstance(stmt, ast.Drop):
-            self.drop(stmt.name, stmt.kind)
-            return {"dropped": stmt.name}
+            self._check_drop(stmt.name)
         if isinstance(stmt, ast.RegisterStream | ast.RegisterRelation):
             try:
                 validate_input_name(stmt.name)
             except ValueError as e:
                 raise SchemaError(f"'{stmt.name}' cannot be used as a stream or relation name: {e}") from None
-        self.pump.quiesce()
+
+    def _apply_statement(self, stmt: Any, text: str) -> Any:
+        """A checked catalog change, once the engine is idle: applied, logged, its adapters started."""
+        if isinstance(stmt, ast.Drop):
+            self._drop_applied(stmt.name, stmt.kind)
+            return {"dropped": stmt.name}
         try:
             result = self.engine.execute(text)
         except ConflictError as e:
@@ -325,10 +347,23 @@ class Runtime:
 
     def drop(self, name: str, kind: str | None = None) -> str:
         """Drop a query (by id or name), view, stream or relation; NotFound or Conflict when it cannot be."""
-        key = name.lower() if isinstance(name, str) else name
+        self._check_drop(name)
+        self.pump.quiesce()
+        return self._drop_applied(name, kind)
+
+    async def drop_async(self, name: str, kind: str | None = None) -> str:
+        """:meth:`drop` for the HTTP layer: in its turn, once the engine is idle, without holding the loop."""
+        async with self.order.change():
+            self._check_drop(name)
+            await self.pump.drain()
+            return self._drop_applied(name, kind)
+
+    def _check_drop(self, name: str) -> None:
         if not self._exists(name):
             raise NotFound(f"nothing named '{name}' to drop")
-        self.pump.quiesce()
+
+    def _drop_applied(self, name: str, kind: str | None) -> str:
+        key = name.lower() if isinstance(name, str) else name
         try:
             dropped = self._drop_now(name, kind)
         except ConflictError as e:
@@ -425,25 +460,19 @@ class Runtime:
             decoded.ts = np.full(decoded.n, ts, dtype=np.int64) if isinstance(ts, int | np.integer) and \
                 not isinstance(ts, bool) else ts
         decoded.heartbeat = heartbeat
-        fut = self.input.apply_stream(stream, decoded, nbytes)
-        if fut is not None:
-            await fut
+        await self._in_order(stream, decoded.n, lambda: self.input.apply_stream(stream, decoded, nbytes))
         return decoded.n
 
     async def ingest_decoded(self, stream: str, d: Decoded, *, nbytes: int = 0) -> int:
         """:meth:`ingest` for a decoded request body (the HTTP path), where the stream's time decides whether
         the elements carry ``ts`` (docs/http-api.md)."""
-        fut = self.input.apply_stream(stream, d, nbytes, client=True)
-        if fut is not None:
-            await fut
+        await self._in_order(stream, d.n, lambda: self.input.apply_stream(stream, d, nbytes, client=True))
         return d.n
 
     async def update(self, relation: str, d: Decoded, *, nbytes: int = 0) -> int:
         """Relation inserts and deletes (``d.sign``), grouped by timestamp, all or nothing over the request:
         every delete must match a row present at its instant. Returns the number of changes."""
-        fut = self.input.apply_relation(relation, d, nbytes)
-        if fut is not None:
-            await fut
+        await self._in_order(relation, d.n, lambda: self.input.apply_relation(relation, d, nbytes))
         return d.n
 
     async def update_rows(self, relation: str, insert: Sequence[Mapping] = (), delete: Sequence[Mapping] = (),
@@ -457,7 +486,20 @@ class Runtime:
 
     async def heartbeat(self, ts: int, name: str | None = None) -> None:
         """No element with a timestamp below ``ts`` will arrive on ``name`` (or on every input); archived."""
-        fut = self.input.apply_heartbeat(ts, name)
+        await self._in_order(None, 0, lambda: self.input.apply_heartbeat(ts, name))
+
+    async def _in_order(self, name: str | None, rows: int, apply: Callable[[], asyncio.Future | None]) -> None:
+        """Apply input now, or, while a catalog change waits for its turn or for the engine, hold it behind
+        the change (elements of ``name`` admitted first, with what is held counted in the backlog; a heartbeat,
+        ``name`` None, is never refused) and apply it in arrival order once the change is done; then wait
+        until it is durable (barrier.py)."""
+        if self.order.busy():
+            if name is not None:
+                self.input.check_backlog(name.lower())
+            async with self.order.held(rows):
+                fut = apply()
+        else:
+            fut = apply()
         if fut is not None:
             await fut
 
@@ -529,9 +571,24 @@ class Runtime:
 
     def set_entity(self, eid: str, values: Mapping[str, Any]) -> dict:
         """Write knobs of one entity, all or nothing; logged in the catalog so they survive a restart.
-        A ControlTableError (400) says why a write is refused."""
+        A ControlTableError (400) says why a write is refused. The write lands once the input before it is
+        processed, as a catalog change does (recovery replays it at the same point)."""
         ent = self._entity_obj(eid)
         self.pump.quiesce()
+        return self._set_entity_applied(ent, eid, values)
+
+    async def set_entity_async(self, eid: str, values: Mapping[str, Any]) -> dict:
+        """:meth:`set_entity` for the HTTP layer: in its turn, once the engine is idle, without holding the
+        loop. The system entity (``sys:0``) is written at once, as :meth:`set_system` does."""
+        if self._entity_obj(eid) is self.engine.system:
+            self.set_system(values)
+            return self.engine.system.get()
+        async with self.order.change():
+            ent = self._entity_obj(eid)
+            await self.pump.drain()
+            return self._set_entity_applied(ent, eid, values)
+
+    def _set_entity_applied(self, ent: Any, eid: str, values: Mapping[str, Any]) -> dict:
         ent.set_many(dict(values))
         self._log({"op": "set", "entity": eid, "values": dict(values)})
         return ent.get()
@@ -620,12 +677,21 @@ class Runtime:
             "readers": self.readers.stats(),
             "results_out": sum(s.results_out for s in self.states.values()),
             "engine": self.pump.stats(),
+            "barrier": self.order.stats(),
             "archive": {"fsync": self.fsync, **arch},
             "recovery": self.recovery_info,
             "catalog": self.catalog_log.stats(),
             "punctuations_ignored": self.input.punctuations,
             "errors": dict(self.errors),
         }
+
+
+def _failed_at(e: DsmsError, k: int, stmt: Any, done: list[Any], several: bool) -> None:
+    """Mark the error of statement ``k`` with which statement it was and what the ones before it did."""
+    if several:                 # positions count from the start of the body, not the statement
+        relocate(e, stmt.pos)
+    e.done = done               # type: ignore[attr-defined]
+    e.statement = k             # type: ignore[attr-defined]
 
 
 def _refuse_bare_queries(stmts: Sequence[Any]) -> None:

@@ -427,6 +427,7 @@ def test_metrics_are_prometheus_text(server: Server, uniq: str) -> None:
     assert samples[f'dsms_results_out_total{{query="{qid}"}}'] == 3
     assert samples['dsms_errors_total{kind="bad_input"}'] >= 1
     assert "dsms_queue_bytes" in samples
+    assert samples["dsms_catalog_changes_waiting"] == 0 and samples["dsms_input_held_tuples"] == 0
 
 
 def test_openapi_describes_every_route_and_index_page(server: Server, uniq: str) -> None:

@@ -29,4 +29,4 @@ async def patch_entity(request: web.Request) -> web.Response:
     doc = await read_json_object(request)
     if not doc:
         raise InputError("nothing to set: send {\"attribute\": value, ...}")
-    return web.json_response(clean(rt.set_entity(request.match_info["id"], doc)))
+    return web.json_response(clean(await rt.set_entity_async(request.match_info["id"], doc)))

@@ -84,6 +84,11 @@ def render(rt: Runtime) -> str:
              [({}, eng["slice_seconds_total"])])
     o.metric("dsms_engine_slice_seconds_max", "gauge", "Longest engine slice so far.",
              [({}, eng["slice_ms_max"] / 1000.0)])
+    o.metric("dsms_catalog_changes_waiting", "gauge",
+             "Catalog changes waiting for their turn or for the engine to process the input before them.",
+             [({}, stats["barrier"]["changes_waiting"])])
+    o.metric("dsms_input_held_tuples", "gauge", "Input tuples held behind a catalog change that waits.",
+             [({}, stats["barrier"]["rows_held"])])
     o.metric("dsms_catalog_objects", "gauge", "Registered streams, relations and queries.",
              [({"kind": "stream"}, stats["streams"]), ({"kind": "relation"}, stats["relations"]),
               ({"kind": "query"}, stats["queries"])])

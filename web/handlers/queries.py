@@ -60,7 +60,7 @@ async def patch_query(request: web.Request) -> web.Response:
 async def delete_query(request: web.Request) -> web.Response:
     rt = runtime(request)
     q = rt.query(request.match_info["id"])
-    rt.drop(q.id)
+    await rt.drop_async(q.id)
     return web.Response(status=204)
 
 

@@ -39,7 +39,7 @@ async def delete_relation(request: web.Request) -> web.Response:
     rt = runtime(request)
     name = request.match_info["name"]
     rt.source(name, "relation")
-    rt.drop(name, "RELATION")
+    await rt.drop_async(name, "RELATION")
     return web.Response(status=204)
 
 

@@ -36,7 +36,7 @@ async def delete_stream(request: web.Request) -> web.Response:
     rt = runtime(request)
     name = request.match_info["name"]
     rt.source(name, "stream")
-    rt.drop(name, "STREAM")
+    await rt.drop_async(name, "STREAM")
     return web.Response(status=204)
 
 
