@@ -95,27 +95,30 @@ class MemoryGovernor(Entity):
         switched state to give back."""
         return bool(self.held) or (self.auto_kind and self.engine.system.memory_budget is not None)
 
-    def step(self, memory: int | None = None) -> None:
+    def step(self, memory: int | None = None) -> int | None:
         """Compare the memory held (``memory``, or measured now) with the budget and switch: called by the
-        server with its admission step and every 0.2 s, and by ``Engine.run`` in-process."""
+        server with its admission step and every 0.2 s, and by ``Engine.run`` in-process. Returns the memory
+        projected once the switches asked for are in effect (None when off or without a budget)."""
         self._tidy()
         budget = self.engine.system.memory_budget
         if not self.auto_kind or budget is None:
             self._restore_all()
-            return
+            return None
         mem = self.engine.memory_bytes() if memory is None else memory
         if mem > budget:
-            self._shrink(mem, budget, fresh=memory is None)
-        elif mem <= self.low_water * budget:
+            return self._shrink(mem, budget, fresh=memory is None)
+        if mem <= self.low_water * budget:
             self._restore(mem, budget)
+        return mem
 
     def relieve(self, memory: int) -> bool:
-        """Admission found ``memory`` over the budget: switch now; True when switches that will bring memory
-        down are asked for and not yet in effect, so the input may be accepted (they apply to it)."""
+        """Admission found ``memory`` (a figure that may be a little old) over the budget: switch now; True
+        when the memory projected once the switches asked for are in effect fits the budget, so the input
+        may be accepted (the switches apply to it)."""
         if not self.auto_kind:
             return False
-        self.step(memory)
-        return any(self._state(r) == "asked" for r in self.held.values())
+        projected = self.step(memory)
+        return projected is not None and projected <= self.engine.system.memory_budget
 
     def _state(self, r: Switched) -> str:
         """asked (not in effect yet), approximate, returning (asked back), exact (back), or gone (someone
@@ -135,15 +138,16 @@ class MemoryGovernor(Entity):
             if id(r.op) not in live or self._state(r) in ("exact", "gone"):
                 del self.held[oid]
 
-    def _shrink(self, mem: int, budget: int, fresh: bool) -> None:
+    def _shrink(self, mem: int, budget: int, fresh: bool) -> int:
+        """Switch largest first until the projected memory fits; returns the projected memory."""
         projected = mem - sum(r.saving for r in self.held.values() if self._state(r) == "asked")
         if projected <= budget:
-            return                                  # switches under way will do
+            return projected                        # switches under way will do
         if not fresh:                               # a cached figure may predate a switch now in effect
             mem = self.engine.memory_bytes()
             projected = mem - sum(r.saving for r in self.held.values() if self._state(r) == "asked")
             if projected <= budget:
-                return
+                return projected
         cands = [op for op in self.engine.ops if switchable(op) and op.id not in self.held
                  and op.kind_in_effect() == "exact" and getattr(op, "pending_kind", None) is None]
         for op in sorted(cands, key=state_bytes, reverse=True):
@@ -153,6 +157,7 @@ class MemoryGovernor(Entity):
             if r is not None:
                 projected -= r.saving
                 self._note(op, "exact", r.kind, mem, projected)
+        return projected
 
     def _switch(self, op: Any) -> Switched | None:
         """Switch ``op`` to the first approximate kind it takes, unless that would free nothing."""
