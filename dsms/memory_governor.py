@@ -82,7 +82,7 @@ class MemoryGovernor(Entity):
         self.held: dict[str, Switched] = {}
 
     def _switched(self) -> list[str]:
-        return sorted(self.held)
+        return sorted(oid for oid, r in self.held.items() if self._state(r) not in ("exact", "gone"))
 
     def on_set_auto_kind(self, old: bool, new: bool) -> None:
         if not new:

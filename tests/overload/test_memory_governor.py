@@ -171,3 +171,56 @@ def test_bad_knob_values_are_refused_and_change_nothing():
     assert gov.history() == []
     eng.set("mem:0", "low_water", 0.25)
     assert gov.get("low_water") == 0.25
+
+
+class _Held:
+    """The byte count of a state, as a synopsis reports it."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def nbytes(self) -> int:
+        return self.n
+
+    def rows(self) -> int:
+        return self.n // 100
+
+
+class _ReservoirState:
+    """An operator with the switch interface only (as join state is to have it): it takes ``reservoir`` and
+    refuses ``bloom``, and cannot project its bytes. The governor must find it by that interface alone."""
+
+    def __init__(self, oid: str, n: int) -> None:
+        self.id, self.synopses, self.kind_now, self.asked = oid, [_Held(n)], "exact", []
+
+    def held_bytes(self) -> int:
+        return 0
+
+    def kind_in_effect(self) -> str:
+        return self.kind_now
+
+    def switch_kind(self, kind: str) -> None:
+        if kind not in ("exact", "reservoir"):
+            raise ValueError(f"unknown synopsis kind {kind!r}")
+        self.asked.append(kind)
+
+
+def test_switchable_state_is_found_by_its_interface_and_gets_the_kind_it_takes():
+    eng = Engine()
+    q, op = _distinct(eng, "S", 3000)
+    join = _ReservoirState("op:99", 10 * state_bytes(op))
+    eng.ops.append(join)                          # the governor is stepped directly: nothing runs it
+    try:
+        eng.set("sys:0", "memory_budget", eng.memory_bytes() - 1)
+        eng.set("mem:0", "auto_kind", True)
+        eng.governor.step()
+        assert join.asked == ["reservoir"]                             # the largest, in the kind it takes
+        # its saving is unknown (no projected_bytes), so the governor went on to the next largest
+        assert op.pending_kind == "bloom"
+        assert eng.entity("mem:0").get("switched") == sorted([join.id, op.id])
+        join.kind_now = "reservoir"
+        eng.set("sys:0", "memory_budget", None)                        # everything goes back
+        eng.governor.step()
+        assert join.asked == ["reservoir", "exact"] and op.pending_kind is None
+    finally:
+        eng.ops.remove(join)
