@@ -21,6 +21,7 @@ budget to None, switches back everything it switched.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from dsms.engine import Engine
 
 APPROXIMATE_KINDS = ("bloom", "reservoir")
+FRESH_EVERY = 0.05      # seconds a fresh memory figure is reused (see MemoryGovernor._measure)
 
 
 @dataclass
@@ -80,6 +82,7 @@ class MemoryGovernor(Entity):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.held: dict[str, Switched] = {}
+        self._fresh: tuple[float, int, tuple] | None = None
 
     def _switched(self) -> list[str]:
         return sorted(oid for oid, r in self.held.items() if self._state(r) not in ("exact", "gone"))
@@ -144,7 +147,7 @@ class MemoryGovernor(Entity):
         if projected <= budget:
             return projected                        # switches under way will do
         if not fresh:                               # a cached figure may predate a switch now in effect
-            mem = self.engine.memory_bytes()
+            mem = self._measure()
             projected = mem - sum(r.saving for r in self.held.values() if self._state(r) == "asked")
             if projected <= budget:
                 return projected
@@ -158,6 +161,16 @@ class MemoryGovernor(Entity):
                 projected -= r.saving
                 self._note(op, "exact", r.kind, mem, projected)
         return projected
+
+    def _measure(self) -> int:
+        """``Engine.memory_bytes`` taken afresh; reused for ``FRESH_EVERY`` seconds while no switch was made or
+        came into effect since: admission asks on every request while over the budget, and a refused
+        request need not pay for a walk over every synopsis."""
+        now = time.monotonic()
+        key = (self.switches, frozenset(oid for oid, r in self.held.items() if self._state(r) == "asked"))
+        if self._fresh is None or now - self._fresh[0] >= FRESH_EVERY or self._fresh[2] != key:
+            self._fresh = (now, self.engine.memory_bytes(), key)
+        return self._fresh[1]
 
     def _switch(self, op: Any) -> Switched | None:
         """Switch ``op`` to the first approximate kind it takes, unless that would free nothing."""
