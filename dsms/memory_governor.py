@@ -70,13 +70,14 @@ class MemoryGovernor(Entity):
                      "their approximate kind (bloom, reservoir) instead of refusing or shedding input")
     low_water = Knob(float, default=0.5, gt=0.0, lt=1.0, doc="a switched synopsis goes back to exact when "
                      "memory after the switch back is projected at most this share of the budget")
-    switched = Stat(list, default=(), compute="_switched", doc="operators whose state the governor holds in an approximate "
-                    "kind now (asked for, in effect, or on the way back)")
+    switched = Stat(list, default=(), compute="_switched", doc="operators whose state the governor holds in "
+                    "an approximate kind now (asked for, in effect, or on the way back)")
     switches = Stat(int, doc="switches made, both ways")
     last_switch = Stat(str | None, default=None, doc="the last switch: operator, from kind -> to kind")
     last_switch_at = Stat(int | None, default=None, unit="ticks",
                           doc="application time when the last switch was asked for (it applies after it)")
-    bytes_before = Stat(int | None, default=None, unit="bytes", doc="memory held when the last switch was decided")
+    bytes_before = Stat(int | None, default=None, unit="bytes",
+                        doc="memory held when the last switch was decided")
     bytes_after = Stat(int | None, default=None, unit="bytes", doc="memory projected once it is in effect")
 
     def __init__(self, engine: Engine) -> None:

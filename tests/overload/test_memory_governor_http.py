@@ -20,7 +20,8 @@ RANGE = 30000
 def test_over_the_budget_the_governor_switches_to_bloom_instead_of_refusing_and_back(tmp_path: Path) -> None:
     srv = Server(tmp_path / "data").start()
     try:
-        srv.cql(f"REGISTER STREAM S (a INT, b INT); REGISTER QUERY d AS SELECT DISTINCT a, b FROM S [RANGE {RANGE}]")
+        srv.cql("REGISTER STREAM S (a INT, b INT); "
+                f"REGISTER QUERY d AS SELECT DISTINCT a, b FROM S [RANGE {RANGE}]")
         rows = [{"ts": t, "row": {"a": t, "b": 7 * t}} for t in range(N)]
         assert srv.ndjson("S", rows).status in (200, 202)
         ents = {e["id"]: e for e in srv.get("/entities?query=d").json()["entities"]}
