@@ -24,6 +24,7 @@ from dsms.cql import ast
 from dsms.cql.parser import parse
 from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError, SchemaError
 from dsms.load_shedder import LoadShedder
+from dsms.memory_governor import MemoryGovernor
 from dsms.operators.base import Operator
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
@@ -210,6 +211,7 @@ class Engine:
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
         self.shedder = LoadShedder(self)
+        self.governor = self.registry.add(MemoryGovernor(self), id=self.GOVERNOR_ID)
         self._approx_sources: dict[str, list] = {}
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
@@ -481,6 +483,7 @@ class Engine:
             self.registry.remove(store.id)
 
     POLICY_ID = "sched:0"
+    GOVERNOR_ID = "mem:0"
 
     def set_policy(self, name: str) -> None:
         """Switch the scheduling policy (also reachable as the system's ``policy`` knob).
@@ -897,4 +900,6 @@ class Engine:
             steps += 1
             if deadline is not None and perf_counter() >= deadline:
                 break
+        if max_steps is None and deadline is None and self.governor.armed():
+            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
         return steps

@@ -7,6 +7,7 @@ attribute tables are generated, never written by hand; a test keeps the file cur
 from __future__ import annotations
 
 from control_tables.docgen import attribute_table
+from dsms.memory_governor import MemoryGovernor
 from dsms.operators.aggregate import AggregateOp
 from dsms.operators.base import Operator
 from dsms.operators.distinct import DistinctOp
@@ -57,6 +58,12 @@ What the knobs do:
   held row) or the backlog limit input is refused with 503, or with `shedding` on accepted and shed; the load
   shedder also sheds when the measured load passes `load_threshold` of capacity (docs/approximation.md).
 - `sampling_rate`, `auto` (shedders): the fraction a shedder keeps, set by the load shedder unless written.
+- `auto_kind`, `low_water` (the memory governor, `mem:0`): with `auto_kind` on (off by default), over the
+  system's `memory_budget` the largest switchable synopses are switched to their approximate kind (`bloom`
+  row state, `reservoir` join state) until the projected memory fits, instead of input being refused or
+  shed; a switched synopsis goes back to exact once memory after the switch back is projected at most
+  `low_water` (0.5) of the budget. Turning it off, or the budget to None, switches back what it switched
+  (docs/approximation.md, "The memory governor").
 - `priority` (operators): among the operators a policy ranks equal, higher runs first.
 - `capacity` (queues): a queue holding this many rows keeps its producer from being scheduled.
 - `range` (RANGE windows): the window size; a change applies to elements whose timestamp is after the
@@ -98,6 +105,10 @@ def render() -> str:
     parts.append("Placed and removed by the load shedder while the system's `shedding` knob is on "
                  "(docs/approximation.md); one per edge it thins, ids `shed:N`.\n")
     parts.append(attribute_table(Shedder))
+    parts.append("")
+    parts.append("## Memory governor\n")
+    parts.append(summary(MemoryGovernor) + "\n")
+    parts.append(attribute_table(MemoryGovernor))
     parts.append("")
     parts.append("## Scheduling policies\n")
     parts.append("The policy in use is `sched:0`; switching the system's `policy` replaces it (same id) and "

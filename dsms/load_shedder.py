@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,19 +113,23 @@ def solve_rates(costs: dict[str, float], profiles: dict[str, tuple[int, float, t
 class LoadShedder:
     """Measures load, decides rates, places and removes the ``Shedder`` entities (``shed:N``), and says which
     queries it makes approximate. ``step()`` is called by the server a few times a second while the
-    system's ``shedding`` knob is on; ``shed(rates)`` places given rates (tests, benchmarks)."""
+    system's ``shedding`` knob is on; ``shed(rates)`` places given rates (tests, benchmarks).
+
+    The measurement (``measure``) reads the wall time from ``clock`` (``time.perf_counter``); a test gives
+    another clock, or hands ``step`` the demand itself, to check the decision against a known load."""
 
     LINGER = True
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, clock: Callable[[], float] = time.perf_counter) -> None:
         self.engine = engine
+        self.clock = clock
         self.forced: str | None = None
         self.squeeze = 1.0                      # capacity factor while the server is over its limits
         self.rates: dict[str, float] = {}       # query id -> effective rate in effect (< 1 only)
         self.placed: dict[tuple[int, int], Shedder] = {}
         self.lingering: dict[str, tuple[float, float, Approx]] = {}   # qid -> (until app time, rate, approx)
         self.load = 0.0                         # measured demand, CPU seconds per second at full rate
-        self._last: tuple[float, dict, dict] | None = None
+        self._last: tuple[float, dict] | None = None
 
     # ------------------------------------------------------------------ what the queries are
 
@@ -307,17 +312,17 @@ class LoadShedder:
         """The server is over its backlog or memory limits with shedding on: shed harder at the next step."""
         self.forced = reason
 
-    def step(self, capacity: float = 1.0, threshold: float | None = None) -> None:
-        """Measure the demand since the last step (per query: CPU seconds per second its operators would use
-        at full rate, from their cost per tuple and the tuples they read, divided by the rate they were
-        shed at) and shed when it passes ``threshold * capacity`` (the system's ``load_threshold``), or
-        when the server is over its limits; stop when the demand fits again."""
+    def measure(self) -> dict[str, float] | None:
+        """Each query's demand since the last measurement: CPU seconds per second its operators would use at
+        full rate, from their cost per tuple and the tuples they read over the ``clock`` time passed (an
+        operator shared by k queries counts 1/k for each), divided by the rate the query was shed at. None
+        at the first call, which only starts the clock."""
         eng = self.engine
-        now = time.perf_counter()
+        now = self.clock()
         seen = {op.id: (op.tuples_in, op.cost_ns_per_tuple) for op in eng.ops}
-        last, self._last = self._last, (now, seen, {})
+        last, self._last = self._last, (now, seen)
         if last is None:
-            return
+            return None
         dt = max(now - last[0], 1e-3)
         demand: dict[str, float] = {q: 0.0 for q in eng.query_list}
         for op in eng.ops:
@@ -329,6 +334,20 @@ class LoadShedder:
             for q in op.owners:
                 if q in demand:
                     demand[q] += share / max(self.effective(q), 1e-6)
+        return demand
+
+    def step(self, capacity: float = 1.0, threshold: float | None = None,
+             demand: dict[str, float] | None = None) -> None:
+        """Decide on the demand (``measure()``'s, or the one given: query id -> CPU seconds per second at full
+        rate): shed when its total passes ``threshold * capacity`` (``threshold`` None: the system's
+        ``load_threshold``, read at every step), or when the server is over its limits; stop when the
+        demand fits again."""
+        eng = self.engine
+        if demand is None:
+            demand = self.measure()
+            if demand is None:
+                return
+        demand = {q: float(demand.get(q, 0.0)) for q in eng.query_list}
         self.load = sum(demand.values())
         if self.load <= 0.0 and self.forced is None:
             return                                # nothing was processed: no news, the rates stay

@@ -79,7 +79,7 @@ def test_drop_frees_only_unshared_entities():
     assert all(op.owners for op in eng.ops)
     eng.drop(q2.id)
     assert eng.ops == []
-    assert {e.id.split(":")[0] for e in eng.registry} <= {"sys", "sched", "queue"}
+    assert {e.id.split(":")[0] for e in eng.registry} <= {"sys", "sched", "mem", "queue"}   # engine-wide
     assert len([q for q in eng.queues]) == 3                 # only the three source queues remain
 
 

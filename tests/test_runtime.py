@@ -206,6 +206,7 @@ def test_knobs_survive_a_restart(tmp_path: Path) -> None:
         rt.set_entity(ops[0], {"priority": 4})
         rt.set_system({"policy": "round_robin"})
         rt.set_entity("sched:0", {"budget": 3})
+        rt.set_entity("mem:0", {"auto_kind": True, "low_water": 0.3})
         rt.set_query_retention("q", 7)
         await rt.stop()
         rt = make(tmp_path)
@@ -213,6 +214,7 @@ def test_knobs_survive_a_restart(tmp_path: Path) -> None:
         assert rt.entity(ops[0])["priority"] == 4
         assert rt.system()["policy"] == "round_robin"
         assert rt.entity("sched:0")["budget"] == 3 and rt.engine.policy.budget_items == 3
+        assert rt.entity("mem:0")["auto_kind"] is True and rt.engine.governor.low_water == 0.3
         assert rt.query_stats("q1")["retention"] == 7
         await rt.stop()
     run(main())

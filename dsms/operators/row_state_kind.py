@@ -2,8 +2,9 @@
 future instant (issue 14 item 3; digest-004 R-APX-04: Bloom filters for duplicate elimination, set difference
 and intersection; SPEC section 8: a synopsis's ``kind`` knob).
 
-``switch_kind(kind)`` (what the synopsis's ``kind`` knob calls, and what a memory-budget enforcer may call
-directly) asks for a kind; the switch applies to the rows of instants after the last one the operator has
+``switch_kind(kind)`` (what the synopsis's ``kind`` knob calls, and what the memory governor,
+``dsms/memory_governor.py``, calls directly) asks for a kind, and ``projected_bytes(kind)`` says what the state
+would take in it; the switch applies to the rows of instants after the last one the operator has
 seen, so no instant is split between two kinds:
 
 * exact -> bloom: the exact counts are read back (``RowIds.rows``) and added to the new filter with their
@@ -25,7 +26,7 @@ import numpy as np
 
 from dsms.approx import Approx
 from dsms.batch import Batch
-from synopses.bloom import BloomRowSet, batch_rows, positions, running
+from synopses.bloom import BloomRowSet, batch_rows, bloom_size, positions, running
 from synopses.counting_bloom import CountingBloomRowCounts
 from synopses.state import RowStateSynopsis
 
@@ -65,13 +66,34 @@ class RowStateKind:
         self._request(kind)
         object.__setattr__(self.row_state, type(self.row_state).state_kind.slot, kind)
 
+    def projected_bytes(self, kind: str) -> int | None:
+        """Bytes the row state would hold in ``kind`` if switched now (what the memory governor weighs before
+        it switches): a Bloom filter's size follows from ``bloom_rows`` (or the rows held) and ``fp_rate``;
+        None for exact from a filter (its size is known only once rows are back). Raises ValueError for a
+        kind this state does not take."""
+        self._known(kind)
+        if kind == self.kind_in_effect():
+            return self.table_bytes()
+        if kind == "exact":
+            return None
+        m, _ = bloom_size(self._filter_rows(self.table.live), self.row_state.fp_rate)
+        return self.row_sides * ((m + 7) // 8 if self.insert_only else 2 * m)     # bits, or uint16 counters
+
+    def _filter_rows(self, live: int) -> int:
+        """Distinct rows a new filter is sized for: the ``bloom_rows`` knob, or twice the rows held."""
+        rows = self.row_state.bloom_rows
+        return max(2 * live, MIN_BLOOM_ROWS) if rows is None else rows
+
     def _knob_kind(self, kind: str) -> None:
         self._request(kind)
 
-    def _request(self, kind: str) -> None:
+    def _known(self, kind: str) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown synopsis kind {kind!r} for {self.kind}; it takes one of "
                              f"{', '.join(KINDS)} (reservoir is for join state)")
+
+    def _request(self, kind: str) -> None:
+        self._known(kind)
         if kind == "bloom" and getattr(self, "passthrough", False):
             raise ValueError("UNION ALL keeps no row state to put in a Bloom filter")
         if kind == "exact" and isinstance(self.table, BloomRowSet):
@@ -106,8 +128,7 @@ class RowStateKind:
         else:
             old = self.table
             live = np.flatnonzero((old.counts[:, :old.rowids.n] != 0).any(axis=0))
-            rows = max(2 * len(live), MIN_BLOOM_ROWS) if self.row_state.bloom_rows is None \
-                else self.row_state.bloom_rows
+            rows = self._filter_rows(len(live))
             p = self.row_state.fp_rate
             if self.insert_only:
                 new = BloomRowSet(self.row_sides, rows, p)

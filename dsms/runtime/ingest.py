@@ -125,14 +125,17 @@ class InputPath:
         self._memory_at = -MEMORY_EVERY
 
     def overloaded(self) -> str | None:
-        """Why the engine is over its limits (the backlog limit, the system's ``memory_budget``), or None."""
+        """Why the engine is over its limits (the backlog limit, the system's ``memory_budget``), or None.
+        Over the memory budget, the memory governor (``mem:0``, when its ``auto_kind`` is on) switches
+        synopses to approximate kinds first; while switches it asked for are not in effect yet, the input
+        is accepted (they apply to it and bring memory down)."""
         b = self.backlog()
         if b > self.backlog_limit:
             return f"backlog is {b} tuples, over the limit of {self.backlog_limit} (limits.ingest_backlog)"
         budget = self.rt.engine.system.memory_budget
         if budget is not None:
             m = self.memory()
-            if m > budget:
+            if m > budget and not self.rt.engine.governor.relieve(m):
                 return f"memory held is {m} bytes, over the system's memory_budget of {budget}"
         return None
 

@@ -176,10 +176,17 @@ class Runtime:
                     log.warning("archive retention failed: %s", e)
 
     async def _shed_loop(self) -> None:
-        """While the system's ``shedding`` knob is on, the load shedder measures and decides every
-        ``SHED_EVERY`` seconds (docs/approximation.md)."""
+        """Every ``SHED_EVERY`` seconds the memory governor compares the memory held with the budget, and
+        while the system's ``shedding`` knob is on, the load shedder measures and decides
+        (docs/approximation.md)."""
         while True:
             await asyncio.sleep(SHED_EVERY)
+            try:
+                if self.engine.governor.armed():
+                    self.engine.governor.step(self.input.memory())
+            except Exception:  # noqa: BLE001 - as the shedder's step below
+                self.errors["governor"] += 1
+                log.exception("memory governor step failed")
             if self.engine.system.shedding:
                 try:
                     self.engine.shedder.step()

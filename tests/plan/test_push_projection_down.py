@@ -505,7 +505,7 @@ def test_dropping_the_queries_frees_the_shared_window_and_the_views():
     assert window.owners == {q2.id} and all(op.owners == {q2.id} for op in eng.ops)
     eng.drop(q2.id)
     assert eng.ops == [] and len(eng.queues) == 3      # the source queues
-    assert {e.id.split(":")[0] for e in eng.registry} <= {"sys", "sched", "queue"}
+    assert {e.id.split(":")[0] for e in eng.registry} <= {"sys", "sched", "mem", "queue"}   # engine-wide
 
 
 def test_a_query_that_fails_to_build_after_widening_leaves_the_other_working(monkeypatch):
