@@ -66,10 +66,17 @@ class WindowSample:
     def window_rows(self) -> int:
         return self.n_in - self.n_out
 
+    def rows_held(self) -> int:
+        """Rows passed on and still in the window: the sampled ones, and while draining the new ones."""
+        if self.exact_from is None:
+            return self.held
+        return self.held + self.n_in - max(self.n_out, self.exact_from)
+
     def fraction(self) -> float:
-        """Rows held over rows in the window: the probability that a row of the window is held (given m)."""
+        """Rows held over rows in the window: the probability that a row of the window is held (given m;
+        while draining, the ratio of the two, no longer one probability for every row)."""
         n = self.window_rows
-        return min(1.0, self.held / n) if n > 0 else 1.0
+        return min(1.0, self.rows_held() / n) if n > 0 else 1.0
 
     def sampled_left(self) -> int:
         """Sampled copies (entered before draining began) still held."""
