@@ -29,6 +29,8 @@ from then on are all kept, and the sampled ones leave as the window turns over.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from synopses.reservoir import ReservoirSample
@@ -53,8 +55,7 @@ class WindowSample:
         self.copy = np.full(k, -1, dtype=np.int64)         # copy number held by each slot (-1: free)
         self.cols: list[np.ndarray] | None = None          # the sampled rows' columns, by slot
         self.free = list(range(k - 1, -1, -1))             # free slots (a stack)
-        self.q_ids = _EMPTY                                # copies that entered the sample, in order (some
-        self.q_slots = _EMPTY                              # displaced since: their slot holds another copy)
+        self.queue: deque[tuple[int, int]] = deque()       # (copy, slot) as they entered the sample, in order
         self.n_in = self.n_out = first_copy                # copies entered and left so far (numbers)
         self.held = 0
         self.c1 = self.c2 = 0                              # uncompensated deletions (sampled, not sampled)
@@ -78,20 +79,13 @@ class WindowSample:
         n = self.window_rows
         return min(1.0, self.rows_held() / n) if n > 0 else 1.0
 
-    def sampled_left(self) -> int:
-        """Sampled copies (entered before draining began) still held."""
-        if self.exact_from is None:
-            return self.held
-        lo = int(self.q_ids.searchsorted(self.exact_from))
-        ids, slots = self.q_ids[:lo], self.q_slots[:lo]
-        return int((self.copy[slots] == ids).sum())
-
     def drained(self) -> bool:
-        return self.exact_from is not None and self.n_out >= self.exact_from and not self.sampled_left()
+        """Draining is over: every copy from before it has left (and with it every sampled one)."""
+        return self.exact_from is not None and self.n_out >= self.exact_from
 
     def nbytes(self) -> int:
         cols = sum(c.nbytes for c in self.cols) if self.cols is not None else 0
-        return cols + self.copy.nbytes + self.q_ids.nbytes + self.q_slots.nbytes + 8 * len(self.free)
+        return cols + self.copy.nbytes + 64 * len(self.queue) + 8 * len(self.free)
 
     def seed(self, cols: list[np.ndarray]) -> np.ndarray:
         """Sample the rows a window holds now (copies ``n_in`` on, oldest first), as a reservoir would have;
@@ -101,7 +95,9 @@ class WindowSample:
         if self.cols is None:
             self.cols = [np.empty(self.k, dtype=c.dtype) for c in cols]
         if n:
-            self._enter(np.zeros(n, dtype=np.int64), cols)
+            self._out = _Out()
+            self._ins = (np.zeros(n, dtype=np.int64), cols)
+            self._enter(0, n)
         kept = np.zeros(n, dtype=bool)
         held = self.copy[self.copy >= 0]
         kept[held - first] = True
@@ -125,76 +121,100 @@ class WindowSample:
             if like is None:
                 return _EMPTY, np.empty(0, np.int8), []
             self.cols = [np.empty(self.k, dtype=c.dtype) for c in like]
-        out: list[tuple[np.ndarray, int, list[np.ndarray]]] = []
-        # segments of deletes and of inserts, in time order, deletes first at an instant
-        kind = np.concatenate([np.zeros(len(d_ts), np.int8), np.ones(len(i_ts), np.int8)])
-        ts = np.concatenate([d_ts, i_ts])
-        order = np.lexsort((kind, ts))
-        k_sorted = kind[order]
-        bounds = np.flatnonzero(k_sorted[1:] != k_sorted[:-1]) + 1
-        starts = np.concatenate([[0], bounds]).tolist() if len(order) else []
-        ends = np.concatenate([bounds, [len(order)]]).tolist() if len(order) else []
-        n_d = len(d_ts)
-        for a, b in zip(starts, ends):
-            idx = order[a:b]
-            if k_sorted[a] == 0:
-                keep = self._leave(len(idx))
+        out = self._out = _Out()
+        self._ins = ins
+        # runs of deletes and of inserts in time order, deletes first at an instant: each is a range of rows
+        # of its own batch (both are in time order)
+        nd, ni = len(d_ts), len(i_ts)
+        if not ni:
+            runs = [(0, 0, nd)] if nd else []
+        elif not nd:
+            runs = [(1, 0, ni)]
+        else:
+            d_end = np.searchsorted(i_ts, d_ts, side="left")      # inserts before each delete's instant
+            i_end = np.searchsorted(d_ts, i_ts, side="right")     # deletes at or before each insert's instant
+            runs = _runs(d_end, i_end, nd, ni)
+        for kind, a, b in runs:
+            if kind == 0:
+                keep = self._leave(b - a)
                 if len(keep):
-                    rows = idx[keep]
-                    out.append((d_ts[rows], -1, [c[rows] for c in dels[1]]))
+                    out.dels.append(keep + a)
             else:
-                rows = idx - n_d
-                out += self._enter(i_ts[rows], [c[rows] for c in ins[1]])
-        if not out:
+                self._enter(a, b)
+        parts_ts, parts_sign, parts_cols = [], [], []
+        if out.dels:
+            idx = np.concatenate(out.dels)
+            parts_ts.append(d_ts[idx])
+            parts_sign.append(np.full(len(idx), -1, np.int8))
+            parts_cols.append([c[idx] for c in dels[1]])
+        if out.ins or out.ins_small:
+            idx = np.concatenate([*out.ins, np.asarray(out.ins_small, dtype=np.int64)])
+            parts_ts.append(i_ts[idx])
+            parts_sign.append(np.ones(len(idx), np.int8))
+            parts_cols.append([c[idx] for c in ins[1]])
+        if out.gone_ts:
+            parts_ts.append(np.concatenate(out.gone_ts))
+            parts_sign.append(np.full(len(parts_ts[-1]), -1, np.int8))
+            parts_cols.append([np.concatenate([g[j] for g in out.gone_cols]) for j in range(len(self.cols))])
+        self._out = self._ins = None
+        if not parts_ts:
             return _EMPTY, np.empty(0, np.int8), [c[:0] for c in self.cols]
-        o_ts = np.concatenate([t for t, _, _ in out])
-        sign = np.concatenate([np.full(len(t), s, np.int8) for t, s, _ in out])
-        cols = [np.concatenate([cs[j] for _, _, cs in out]) for j in range(len(self.cols))]
+        o_ts = np.concatenate(parts_ts)
         o = o_ts.argsort(kind="stable")
-        return o_ts[o], sign[o], [c[o] for c in cols]
+        sign = np.concatenate(parts_sign)[o]
+        cols = [np.concatenate([pc[j] for pc in parts_cols])[o] for j in range(len(self.cols))]
+        return o_ts[o], sign, cols
 
     def _leave(self, n: int) -> np.ndarray:
         """The next ``n`` copies leave the window: the offsets (within the n) of those that were held."""
         a, b = self.n_out, self.n_out + n
         self.n_out = b
-        hi = int(self.q_ids.searchsorted(b))
-        ids, slots = self.q_ids[:hi], self.q_slots[:hi]
-        self.q_ids, self.q_slots = self.q_ids[hi:], self.q_slots[hi:]
-        held = self.copy[slots] == ids
-        ids, slots = ids[held], slots[held]
+        q, copy = self.queue, self.copy
+        gone = []
+        while q and q[0][0] < b:
+            cid, slot = q.popleft()
+            if copy[slot] == cid:                    # still held (not displaced since)
+                gone.append(cid - a)
+                copy[slot] = -1
+                self.free.append(slot)
+        self.held -= len(gone)
+        keep = np.asarray(gone, dtype=np.int64)
         if self.exact_from is not None:               # draining: keep every copy from exact_from on too
-            exact = np.arange(max(a, self.exact_from), b, dtype=np.int64)
-            keep = np.union1d(ids - a, exact - a) if len(exact) else ids - a
+            lo = max(a, self.exact_from)
+            if lo < b:
+                keep = np.concatenate([keep, np.arange(lo - a, b - a, dtype=np.int64)])
         else:
-            keep = ids - a
-            self.c1 += len(ids)
-            self.c2 += n - len(ids)
-        self.copy[slots] = -1
-        self.free += slots.tolist()
-        self.held -= len(ids)
+            self.c1 += len(gone)
+            self.c2 += n - len(gone)
         if self.held == self.window_rows:         # the sample is the whole window: a valid reservoir as it is
             self.c1 = self.c2 = 0
         return keep
 
-    def _enter(self, ts: np.ndarray, cols: list[np.ndarray]) -> list[tuple[np.ndarray, int, list[np.ndarray]]]:
-        """Copies enter the window: those taken into the sample go in (and the rows they displace out)."""
-        n = len(ts)
+    def _enter(self, a: int, b: int) -> None:
+        """Copies ``a`` to ``b`` of the inserts enter the window: those taken into the sample go out to the
+        join (and the rows they displace, as deletes)."""
+        n = b - a
         first = self.n_in
         self.n_in += n
+        out = self._out
         if self.exact_from is not None:               # draining: every new copy is kept, in no slot
-            return [(ts, 1, cols)]
+            out.ins.append(np.arange(a, b, dtype=np.int64))
+            return
         takes: list[np.ndarray] = []
         take_slots: list[np.ndarray] = []
         comp = min(n, self.c1 + self.c2)
         if comp:                                      # random pairing: c1 of the next c1 + c2 copies enter
-            if self.c1 == 0:
+            c1, c2 = self.c1, self.c2
+            if c1 == 0:
                 x = 0
-            elif self.c2 == 0:
+            elif c2 == 0:
                 x = comp
+            elif comp == 1:
+                x = int(self.rng.random() * (c1 + c2) < c1)
             else:
-                x = int(self.rng.hypergeometric(self.c1, self.c2, comp))
+                x = int(self.rng.hypergeometric(c1, c2, comp))
             if x:
-                off = np.sort(self.rng.choice(comp, x, replace=False))
+                off = np.arange(comp) if x == comp else np.sort(self.rng.choice(comp, x, replace=False))
                 takes.append(off)
                 take_slots.append(np.array([self.free.pop() for _ in range(x)], dtype=np.int64))
             self.c1 -= x
@@ -204,43 +224,99 @@ class WindowSample:
         if rest:                                      # nothing to compensate: a reservoir over the window
             s = self.sampler
             before = self.window_rows - rest
-            if (s.seen, s.size) != (before, self.held):
+            if s.seen != before or s.size != self.held:
                 s.restart(before, self.held)
             fills = self.k - self.held
             off, slots = s.offer(rest)
             if len(off):
                 nf = min(fills, len(off))
                 if nf:
-                    slots = slots.copy()
                     slots[:nf] = [self.free.pop() for _ in range(nf)]
                     self.held += nf
                 takes.append(off + comp)
                 take_slots.append(slots)
         if not takes:
-            return []
-        off = np.concatenate(takes)
-        slots = np.concatenate(take_slots)
+            return
+        off = takes[0] if len(takes) == 1 else np.concatenate(takes)
+        slots = take_slots[0] if len(take_slots) == 1 else np.concatenate(take_slots)
+        i_ts, i_cols = self._ins
+        rows = off + a
+        if len(rows) == 1:                            # the usual case at fine-grained instants
+            r, slot = int(rows[0]), int(slots[0])
+            out.ins_small.append(r)
+            if self.copy[slot] >= 0:
+                out.gone_ts.append(i_ts[r:r + 1])
+                out.gone_cols.append([c[slot:slot + 1].copy() for c in self.cols])
+            for dst, src in zip(self.cols, i_cols):
+                dst[slot] = src[r]
+            cid = first + int(off[0])
+            self.copy[slot] = cid
+            self.queue.append((cid, slot))
+            self._tidy()
+            return
+        out.ins.append(rows)
         # which copy each take displaces: the previous take into its slot, else the slot's occupant
         by_slot = np.lexsort((np.arange(len(slots)), slots))
         s_sorted = slots[by_slot]
         prev = np.full(len(slots), -1, dtype=np.int64)
         same = np.flatnonzero(s_sorted[1:] == s_sorted[:-1]) + 1
         prev[by_slot[same]] = by_slot[same - 1]
-        out: list[tuple[np.ndarray, int, list[np.ndarray]]] = [(ts[off], 1, [c[off] for c in cols])]
         from_slot = (prev < 0) & (self.copy[slots] >= 0)
         from_take = prev >= 0
         if from_slot.any():
             sl = slots[from_slot]
-            out.append((ts[off[from_slot]], -1, [c[sl] for c in self.cols]))
+            out.gone_ts.append(i_ts[rows[from_slot]])
+            out.gone_cols.append([c[sl] for c in self.cols])
         if from_take.any():
-            src = off[prev[from_take]]
-            out.append((ts[off[from_take]], -1, [c[src] for c in cols]))
-        for dst, src in zip(self.cols, cols):
-            dst[slots] = src[off]                     # in order: the last take into a slot wins
-        self.copy[slots] = first + off
-        self.q_ids = np.concatenate([self.q_ids, first + off])
-        self.q_slots = np.concatenate([self.q_slots, slots])
-        if len(self.q_ids) > 4 * self.k + 64:        # drop the entries of displaced copies
-            live = self.copy[self.q_slots] == self.q_ids
-            self.q_ids, self.q_slots = self.q_ids[live], self.q_slots[live]
-        return out
+            out.gone_ts.append(i_ts[rows[from_take]])
+            out.gone_cols.append([c[rows[prev[from_take]]] for c in i_cols])
+        for dst, src in zip(self.cols, i_cols):
+            dst[slots] = src[rows]                    # in order: the last take into a slot wins
+        ids = first + off
+        self.copy[slots] = ids
+        self.queue.extend(zip(ids.tolist(), slots.tolist()))
+        self._tidy()
+
+    def _tidy(self) -> None:
+        """Drop the queue entries of displaced copies once they outnumber the held ones (a window that never
+        loses a row would otherwise keep every copy ever sampled in the queue)."""
+        if len(self.queue) > 2 * self.k + 64:
+            copy = self.copy
+            self.queue = deque(e for e in self.queue if copy[e[1]] == e[0])
+
+
+class _Out:
+    """What one release passes on, gathered as row numbers of its batches and the values of displaced rows."""
+
+    __slots__ = ("dels", "ins", "ins_small", "gone_ts", "gone_cols")
+
+    def __init__(self) -> None:
+        self.dels: list[np.ndarray] = []
+        self.ins: list[np.ndarray] = []
+        self.ins_small: list[int] = []
+        self.gone_ts: list[np.ndarray] = []
+        self.gone_cols: list[list[np.ndarray]] = []
+
+
+def _runs(d_end: np.ndarray, i_end: np.ndarray, nd: int, ni: int) -> list[tuple[int, int, int]]:
+    """The release as alternating runs (0: deletes, 1: inserts; from, to) in time order, deletes first at an
+    instant: ``d_end[j]`` is how many inserts come before delete j, ``i_end[i]`` how many deletes before
+    insert i."""
+    runs = []
+    # a delete run ends where the next insert comes before the next delete: boundaries where d_end changes
+    d_cuts = np.flatnonzero(np.diff(d_end)) + 1
+    d_starts = np.concatenate([[0], d_cuts]).tolist()
+    d_stops = np.concatenate([d_cuts, [nd]]).tolist()
+    i_cuts = np.flatnonzero(np.diff(i_end)) + 1
+    i_starts = np.concatenate([[0], i_cuts]).tolist()
+    i_stops = np.concatenate([i_cuts, [ni]]).tolist()
+    d_before = d_end[d_starts].tolist()          # inserts before each delete run
+    di = ii = 0
+    while di < len(d_starts) or ii < len(i_starts):
+        if di < len(d_starts) and (ii >= len(i_starts) or d_before[di] <= i_starts[ii]):
+            runs.append((0, d_starts[di], d_stops[di]))
+            di += 1
+        else:
+            runs.append((1, i_starts[ii], i_stops[ii]))
+            ii += 1
+    return runs
