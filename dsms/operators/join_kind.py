@@ -178,6 +178,7 @@ class JoinStateKind:
         if entered - left != n:
             raise RuntimeError(f"{self.id}: input {side} holds {n} rows but {entered - left} copies of its "
                                "window were counted")
+        (self.windows[side] or self.fifo_windows[side]).sampled_by.add(self.id)
         self.switches += 1
         seed = zlib.crc32(f"{self.seed_base}:{self.id}:{side}:{self.switches}".encode())
         gate = WindowSample(index.reservoir_rows, seed=seed, first_copy=left)
@@ -234,6 +235,7 @@ class JoinStateKind:
         g = self.gates[side]
         self.gates[side] = None
         self.copies[side] = [g.n_in, g.n_out]
+        (self.windows[side] or self.fifo_windows[side]).sampled_by.discard(self.id)
         index = self.sides[side]
         if index.table is not None and index.table.negatives:
             index.table.compact()

@@ -326,3 +326,23 @@ def test_exact_kind_is_unchanged():
     assert last.row["c"] == sum(n * right[a] for a, n in left.items())
     assert last.approx is None and join.approximation() is None and join.kind_in_effect() == "exact"
     assert join.table_bytes() == sum(s.nbytes() for s in join.sides) and np.isfinite(join.table_bytes())
+
+
+def test_the_window_of_a_sampled_input_keeps_its_size():
+    """A sampled input numbers its window's copies by the order they leave; a new window size would change
+    that order, so it is refused until the join is exact again."""
+    eng, q, join = _engine("SELECT * FROM S [RANGE 10] X, T [RANGE 10] Y WHERE X.a = Y.a", k=2)
+    window = join.windows[0]
+    join.switch_kind("reservoir")
+    eng.push("S", [{"a": 1, "b": 1}], ts=[1])
+    eng.push("T", [{"a": 1, "b": 1}], ts=[1])
+    eng.run()
+    with pytest.raises(ControlTableError, match="range.*switch the join's kind to exact first"):
+        eng.registry.set(window.id, "range", 20)
+    assert window.get("range") == 10
+    join.switch_kind("exact")
+    eng.heartbeat(30)
+    eng.run()
+    assert join.kind_in_effect() == "exact"
+    eng.registry.set(window.id, "range", 20)
+    assert window.get("range") == 20
