@@ -351,3 +351,28 @@ def test_the_window_of_a_sampled_input_keeps_its_size():
     assert join.kind_in_effect() == "exact"
     eng.registry.set(window.id, "range", 20)
     assert window.get("range") == 20
+
+
+def test_count_and_sum_are_scaled_and_avg_is_not():
+    eng, q, join = _engine(f"SELECT COUNT(*) AS c, SUM(X.b) AS s, AVG(X.b) AS m FROM S [RANGE {RANGE}] X, "
+                           f"T [RANGE {RANGE}] Y WHERE X.a = Y.a", seed=4, k=50)
+    join.switch_kind("reservoir")
+    rng = random.Random(4)
+    hist = {"S": [], "T": []}
+    for i in range(0, 900, 100):
+        for s in ("S", "T"):
+            rows = _rows(rng, 100, 5)
+            eng.push(s, rows, ts=list(range(i, i + 100)))
+            hist[s] += [(t, (r["a"], r["b"])) for t, r in zip(range(i, i + 100), rows)]
+    eng.run()
+    last = [e for e in q.drain() if e.sign > 0][-1]
+    held = _pairs(_held(join, 0), _held(join, 1))
+    raw_c = sum(held.values())
+    raw_s = sum(n * row[1] for row, n in held.items())
+    rate = last.approx.sampling_rate
+    assert rate == pytest.approx(join.sampling_rate()) and rate < 0.05
+    assert last.row["c"] == round(raw_c / rate)                       # scaled
+    assert last.row["s"] == round(raw_s / rate)
+    assert last.row["m"] == pytest.approx(raw_s / raw_c)              # a ratio: not scaled
+    exact = _pairs(_window(hist["S"], last.ts), _window(hist["T"], last.ts))
+    assert abs(last.row["c"] - sum(exact.values())) <= last.approx.rel_error * sum(exact.values())
