@@ -198,10 +198,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
             w.fused_items += 1
 
     def held_stamps(self) -> list[tuple[int, int]]:
-        """The deltas waiting for the other input: held in the join, or released by a fused window."""
+        """The deltas waiting for the other input: held in the join, released by a fused window, or passed on
+        by an input's sample (kind reservoir) and not applied yet."""
         out = super().held_stamps()
-        for w in self.windows:
-            for b in (*w.out_dels, *w.out_ins) if w is not None else ():
+        for w, gated in zip(self.windows, self.gated):
+            for b in (*w.out_dels, *w.out_ins, *gated) if w is not None else gated:
                 if len(b):
                     ts, rows = np.unique(b.ts, return_counts=True)
                     out += zip(ts.tolist(), rows.tolist())
