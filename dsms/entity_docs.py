@@ -77,6 +77,12 @@ What the knobs do:
   switch applies from the next instant; exact to bloom hands every exact count over, bloom to exact drains the
   filter (`in_effect` reads `draining`) until the rows it held have left. Any other kind is refused.
   docs/approximate-synopses.md.
+- `kind` (each input of a join: `sorted_run_index` synopses): `exact` (the default) or `reservoir`, a uniform
+  sample of at most `reservoir_rows` rows of the RANGE window of fixed size the input reads (other inputs are
+  refused). The switch applies from the next instant; exact to reservoir samples the rows held and deletes
+  the rest, reservoir to exact drains (`in_effect` reads `draining`) until the sampled rows have left the
+  window. Results above are marked approximate and COUNT and SUM scaled by 1/(p_L p_R).
+  docs/approximate-synopses.md.
 """
 
 

@@ -130,6 +130,7 @@ class LoadShedder:
         self.lingering: dict[str, tuple[float, float, Approx]] = {}   # qid -> (until app time, rate, approx)
         self.load = 0.0                         # measured demand, CPU seconds per second at full rate
         self._last: tuple[float, dict] | None = None
+        self._joins: dict[str, list] = {}        # qid -> sampling joins under its top aggregate (plan cache)
 
     # ------------------------------------------------------------------ what the queries are
 
@@ -255,6 +256,7 @@ class LoadShedder:
 
     def plan_changed(self) -> None:
         """A query came or went: drops on edges that are gone are taken away."""
+        self._joins = {}
         live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
         for key in [k for k in self.placed if k not in live]:
             self._remove(key)
@@ -279,14 +281,21 @@ class LoadShedder:
 
     def scale_rate(self, query_id: str) -> float:
         """The rate the query's COUNT and SUM results are to be scaled by (1/rate): its drops' rate, or while
-        its approximation lingers the rate its state was sampled at; 1 when it was not shed. Only the load
-        shedder's own drops count here: another approximate entity (a sample synopsis) scales what it
-        samples itself."""
+        its approximation lingers the rate its state was sampled at (1 when it was not shed), times the
+        sampling rate p_L p_R of every join of kind reservoir under its top aggregate
+        (``dsms/operators/join_kind.py``). Another approximate entity that aggregates its own sample scales
+        what it samples itself."""
         p = self.effective(query_id)
-        if p < 1.0:
-            return p
-        lin = self.lingering.get(query_id)
-        return lin[1] if lin is not None else 1.0
+        if p >= 1.0:
+            lin = self.lingering.get(query_id)
+            p = lin[1] if lin is not None else 1.0
+        joins = self._joins.get(query_id)
+        if joins is None:
+            joins = self._joins[query_id] = sampling_joins(self.engine, query_id)
+        for j in joins:
+            if j.gates[0] is not None or j.gates[1] is not None:
+                p *= min(1.0, max(j.sampling_rate(), 1e-12))
+        return p
 
     def scale(self, query: Any, batch: Batch, p: float) -> Batch:
         """The query's result batch with its COUNT and SUM columns scaled by 1/p (AVG is not: a ratio of two
@@ -368,6 +377,32 @@ class LoadShedder:
         weights = {q: eng.query_list[q].weight for q in demand}
         rates, _ = solve_rates(demand, profiles, weights, cap)
         self.shed(rates)
+
+
+def sampling_joins(engine: Any, query_id: str) -> list:
+    """The joins whose sample COUNT and SUM of the query's top aggregate count: from the query's output back
+    through netting, projections and filters to its aggregate, then under it through projections, filters,
+    windows and joins (another aggregate, DISTINCT or set operation in between ends the path: what it
+    computes is not a sum of pairs)."""
+    query = engine.query_list.get(query_id)
+    if query is None:
+        return []
+    producer = {id(op.output): op for op in engine.ops if op.output is not None}
+    op = producer.get(id(query.reader.queue))
+    while op is not None and op.kind in ("changelog", "to_stream", "project", "select"):
+        op = producer.get(id(op.input_queues[0]))
+    if op is None or op.kind != "aggregate":
+        return []
+    joins, todo = [], list(op.input_queues)
+    while todo:
+        below = producer.get(id(todo.pop()))
+        if below is None:
+            continue
+        if below.kind == "join" and hasattr(below, "gates"):
+            joins.append(below)
+        if below.kind in ("join", "project", "select", "range_window"):
+            todo += below.input_queues
+    return joins
 
 
 def scaled_columns(node: Any) -> list[int]:

@@ -49,10 +49,37 @@ class ReservoirSample:
 
     def _skip(self) -> None:
         self.w *= math.exp(math.log(self._u()) / self.k)
+        self._jump()
+
+    def _jump(self) -> None:
+        """Set ``next`` to the next accepted offer: the first after ``next`` whose priority is below ``w``."""
         if self.w >= 1.0:
             self.next += 1
             return
         self.next += int(math.floor(math.log(self._u()) / math.log1p(-self.w))) + 1
+
+    def _full(self) -> None:
+        """The reservoir has just filled after ``seen`` offers: ``w`` is the largest of the k smallest of
+        ``seen`` uniform priorities. After exactly k offers that is max of k uniforms (U^(1/k), Algorithm L's
+        start); after more (a ``restart``) it is the k-th order statistic of ``seen``, Beta(k, seen - k + 1),
+        independent of which rows are held."""
+        self.next = self.seen - 1
+        if self.seen == self.k:
+            self.w = 1.0
+            self._skip()
+            return
+        self.w = float(self.rng.beta(self.k, self.seen - self.k + 1))
+        self._jump()
+
+    def restart(self, seen: int, size: int) -> None:
+        """Go on as a reservoir that has been offered ``seen`` rows and holds ``size`` of them, a uniform sample
+        given its size: what a sample over a window is after rows left it and others replaced them
+        (``synopses.window_sample``). Later offers are accepted as if the reservoir had seen only these."""
+        if not 0 <= size <= min(self.k, seen):
+            raise ValueError(f"a reservoir of {self.k} rows offered {seen} cannot hold {size}")
+        self.seen, self.size = seen, size
+        if size == self.k:
+            self._full()
 
     def offer(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         taken: list[int] = []
@@ -64,8 +91,7 @@ class ReservoirSample:
             self.size += 1
             self.seen += 1
             if self.size == self.k:
-                self.next = self.seen - 1
-                self._skip()
+                self._full()
         while self.size == self.k and self.next < end:
             taken.append(self.next - start)
             slots.append(int(self.rng.integers(self.k)))

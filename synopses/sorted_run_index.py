@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from control_tables import Knob, Stat
 from synopses.base import Synopsis, array_bytes, rows_bytes
 from synopses.rowcodes import row_codes, segments
 
@@ -117,9 +118,22 @@ class Staged(NamedTuple):
 
 
 class SortedRunIndexSynopsis(Synopsis):
+    """One input of a join: every row of it (kind ``exact``), or a bounded sample of the window it comes
+    from (kind ``reservoir``, ``synopses.window_sample``; the join applies the switch, ``on_kind``)."""
+
     kind = "sorted_run_index"
+    state_kind = Knob(str, name="kind", default="exact", choices=("exact", "reservoir"),
+                      doc="exact: every row of the input; reservoir: a uniform sample of at most reservoir_rows "
+                          "rows of the RANGE window below (results approximate, COUNT and SUM above scaled); "
+                          "takes effect at a future instant (in_effect)")
+    reservoir_rows = Knob(int, default=10_000, ge=1, le=1 << 24, unit="rows",
+                          doc="rows the sample holds at most; read when the side switches to reservoir")
+    in_effect = Stat(str, default="exact", doc="the kind holding the state now: exact, reservoir, or draining "
+                     "(back to exact: new rows kept, sampled ones leaving with the window)")
+    sampled_fraction = Stat(float, default=1.0, doc="rows held over rows in the window (1 when exact)")
 
     def __init__(self) -> None:
+        self.on_kind = None                   # set by the join: applies a ``kind`` write (raises to refuse)
         self.log: _Log | None = None          # first-in-first-out form (None until a row is seen)
         self.runs: list[_Run] = []
         self.table: _Signed | None = None     # signed form, when deletes did not match first in, first out
@@ -140,6 +154,11 @@ class SortedRunIndexSynopsis(Synopsis):
         if self.log is None:
             return 0
         return self.log.nbytes() + sum(r.codes.nbytes + r.seqs.nbytes for r in self.runs)
+
+    def on_set_state_kind(self, old: str, new: str) -> None:
+        if self.on_kind is None:
+            raise ValueError("this index belongs to no join that could sample it")
+        self.on_kind(new)
 
     def signed(self) -> bool:
         """Whether the index is in its signed form (stored deletes may be present)."""
@@ -352,8 +371,10 @@ class _Signed:
         self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
 
     def compact(self) -> None:
-        """Net each distinct row's inserts and deletes, keeping as many copies as its count (the oldest
-        entries: copies of one row are alike but for their age, which first-in-first-out matching reads)."""
+        """Net each distinct row's inserts and deletes, keeping as many copies as its count: its newest
+        inserts. Copies of one row are alike but for their age, which first-in-first-out matching reads, and
+        a window's deletes retract the oldest copies, so the newest are the ones still in it (a sampled join
+        side numbers its copies by that order, ``dsms/operators/join_kind.py``)."""
         code = row_codes(self.cols)
         if code is None:
             return
@@ -361,8 +382,10 @@ class _Signed:
         order = np.lexsort((self.seq, code))
         net = np.add.reduceat(self.sign[order].astype(np.int64), starts) if len(starts) else starts
         lengths = np.diff(np.append(starts, len(order)))
-        rank = np.arange(len(order)) - np.repeat(starts, lengths)
-        idx = order[rank < np.repeat(net, lengths)]
+        pos = self.sign[order] > 0
+        cpos = np.cumsum(pos)
+        after = np.repeat(cpos[starts + lengths - 1], lengths) - cpos      # inserts after each, in its row
+        idx = order[pos & (after < np.repeat(net, lengths))]
         idx = idx[np.argsort(self.codes[idx], kind="stable")]
         self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
         self.sign = np.ones(len(idx), dtype=np.int8)

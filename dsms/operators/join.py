@@ -56,6 +56,7 @@ from dsms.batch import Batch, Heartbeat, concat, take_until
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
+from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, row_codes
@@ -65,8 +66,9 @@ PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the rele
 RELEASE_ROWS = 1 << 13      # released rows weighed per run (the oldest; the rest waits for a later run)
 
 
-class JoinOp(BinaryOperator):
-    """A RANGE window below a join may run inside it (``fuse_window``; ``windows`` names them per input)."""
+class JoinOp(JoinStateKind, BinaryOperator):
+    """A RANGE window below a join may run inside it (``fuse_window``; ``windows`` names them per input).
+    Its state is exact, or per input a sample of the window (``kind`` knob; ``dsms/operators/join_kind.py``)."""
 
     kind = "join"
 
@@ -85,6 +87,7 @@ class JoinOp(BinaryOperator):
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
+        self.init_join_kind()
 
     # ---------------------------------------------------------------- windows fused into the join
 
@@ -130,7 +133,7 @@ class JoinOp(BinaryOperator):
 
     def held_rows(self) -> int:
         """Rows held until the other input passes them or until a later run applies them (read only)."""
-        n = sum(len(b) for pend in self.pending for b in pend)
+        n = sum(len(b) for pend in (*self.pending, *self.gated) for b in pend)
         for w in self.windows:
             if w is not None:
                 n += sum(len(b) for b in (*w.out_dels, *w.out_ins))
@@ -140,7 +143,7 @@ class JoinOp(BinaryOperator):
         return self.held_rows() if self.more is not None else 0
 
     def held_bytes(self) -> int:
-        n = super().held_bytes()
+        n = super().held_bytes() + sum(b.nbytes for g in self.gated for b in g)
         for w in self.windows:
             if w is not None:
                 n += sum(b.nbytes for b in (*w.out_dels, *w.out_ins))
@@ -195,35 +198,48 @@ class JoinOp(BinaryOperator):
             w.fused_items += 1
 
     def held_stamps(self) -> list[tuple[int, int]]:
-        """The deltas waiting for the other input: held in the join, or released by a fused window."""
+        """The deltas waiting for the other input: held in the join, released by a fused window, or passed on
+        by an input's sample (kind reservoir) and not applied yet."""
         out = super().held_stamps()
-        for w in self.windows:
-            for b in (*w.out_dels, *w.out_ins) if w is not None else ():
+        for w, gated in zip(self.windows, self.gated):
+            for b in (*w.out_dels, *w.out_ins, *gated) if w is not None else gated:
                 if len(b):
                     ts, rows = np.unique(b.ts, return_counts=True)
                     out += zip(ts.tolist(), rows.tolist())
         return out
 
     def on_frontier(self, f: int) -> None:
+        if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
+            self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}
         for side in (0, 1):
             w = self.windows[side]
+            part = None
             if w is None:
-                if (b := self.take_pending(side, f)) is not None:
-                    parts[side] = b
-                continue
-            if w.fused_items:                             # as the window's own run ends: release what is final
-                t0 = perf_counter_ns() if self.keep_stats else 0
-                w.on_frontier(w.frontier())
-                if self.keep_stats:
-                    w.fused_ns += perf_counter_ns() - t0
-            dels, ins = _joined(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
-            if dels is not None or ins is not None:
-                parts[side] = (dels, ins)
+                part = self.take_pending(side, f)
+            else:
+                if w.fused_items:                         # as the window's own run ends: release what is final
+                    t0 = perf_counter_ns() if self.keep_stats else 0
+                    w.on_frontier(w.frontier())
+                    if self.keep_stats:
+                        w.fused_ns += perf_counter_ns() - t0
+                dels, ins = _joined(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
+                if dels is not None or ins is not None:
+                    part = (dels, ins)
+            if self.gates[side] is not None:              # sampled: what reaches the index is the sample's
+                if part is not None:
+                    self.gate(side, part)
+                part = _joined(take_until(self.gated[side], f))
+            if part is not None:
+                parts[side] = part
         self.more = None
         if parts:
             parts = self._bounded(parts)
             self.process(parts)
+        self.applied_until = f if self.more is None else self.more - 1
+        for side in (0, 1):
+            if self.gates[side] is not None and not self.gated[side] and self.gates[side].drained():
+                self.end_drain(side)
 
     # ---------------------------------------------------------------- bounded runs
 
@@ -295,12 +311,15 @@ class JoinOp(BinaryOperator):
         for (side, kind, b), n in zip(comps, taken.tolist()):
             head_b, rest = b.slice(0, n), b.slice(n, len(b))
             w = self.windows[side]
+            signed = type(parts[side]) is not tuple
             if len(rest):
-                if w is None:
+                if self.gates[side] is not None:
+                    self.gated[side].insert(0, rest)      # a sample's deltas
+                elif w is None:
                     self.pending[side].insert(0, rest)
                 else:
                     (w.out_dels if kind == 0 else w.out_ins).insert(0, rest)
-            if w is None:
+            if signed:
                 out[side] = head_b
             else:
                 dels, ins = out.get(side, (None, None))
@@ -358,6 +377,8 @@ class JoinOp(BinaryOperator):
         (``SortedRunIndexSynopsis.match_ordered``); other deletes are matched value for value, and when they do not
         match first in, first out the release is applied as signed rows."""
         rels = []
+        for side in (0, 1):
+            self.count_copies(side, parts.get(side))
         for side in (0, 1):
             p = parts.get(side)
             index = self.sides[side]

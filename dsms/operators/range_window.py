@@ -73,11 +73,15 @@ class RangeWindowOp(Operator):
         self.out_dels: list[Batch] = []
         self.out_ins: list[Batch] = []
         self.fused_items = self.fused_rows_in = self.fused_rows_out = self.fused_ns = 0   # this join run's
+        self.sampled_by: set[str] = set()       # joins of kind reservoir that number this window's copies
 
     def _fused_id(self) -> str | None:
         return self.fused.id if self.fused is not None else None
 
     def on_set_range(self, old: int, new: int) -> None:
+        if self.sampled_by:
+            raise ValueError(f"join {', '.join(sorted(self.sampled_by))} samples this window by the order its "
+                             "rows leave, which a new size would change; switch the join's kind to exact first")
         f = self.frontier()
         start = (f + 1) if f > NEG_INF else NEG_INF
         self._ranges = [r for r in self._ranges if r[0] < start] + [(start, new)]

@@ -347,6 +347,8 @@ class PhysicalPlanner:
         out = self._new_queue()
         pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
         op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types))
+        op.seed_base = self.engine.config["seed"]
+        op.fifo_windows = [self._window_below(node.left), self._window_below(node.right)]
         if left is not right:
             for side, (child, queue) in enumerate(((node.left, left), (node.right, right))):
                 window = self._fusable(child, queue, op.readers[side])
@@ -354,6 +356,16 @@ class PhysicalPlanner:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
         return out, op
+
+    def _window_below(self, node) -> RangeWindowOp | None:
+        """The RANGE window whose deltas reach a join input through projections and filters only (they keep
+        its first-in-first-out order of deletes), which a join of kind reservoir needs; None otherwise."""
+        while isinstance(node, L.Project | L.Filter):
+            node = node.child
+        built = self.memo.get(node)
+        if isinstance(node, L.Window) and built is not None and isinstance(built.op, RangeWindowOp):
+            return built.op
+        return None
 
     def _fusable(self, node, queue: Queue, reader) -> RangeWindowOp | None:
         """The RANGE window that ``node`` built into ``queue`` for this join alone (its output has no other
