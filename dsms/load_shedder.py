@@ -153,6 +153,7 @@ class LoadShedder:
         self.lingering: dict[str, tuple[float, float, Approx]] = {}   # qid -> (until app time, rate, approx)
         self.load = 0.0                         # measured demand, CPU seconds per second at full rate
         self.regions: dict[int, tuple[Any, RegionIndex]] = {}   # input queue id -> its region summaries
+        self._selections: dict[str, tuple[Any, int] | None] = {}  # selection_edge per query, until the plan changes
         self._last: tuple[float, dict, dict] | None = None
 
     # ------------------------------------------------------------------ what the queries are
@@ -179,6 +180,11 @@ class LoadShedder:
         made of selections, projections and an ISTREAM that passes rows through (no window state, no
         aggregate, no join), its first operator a selection. Such a query has no error bound; under
         overload it is shed by promising regions (docs/approximation.md, "Shedding selections")."""
+        if qid not in self._selections:
+            self._selections[qid] = self._selection_edge(qid)
+        return self._selections[qid]
+
+    def _selection_edge(self, qid: str) -> tuple[Any, int] | None:
         edges = self._source_edges(qid)
         if len(edges) != 1 or edges[0][0].kind != "select":
             return None
@@ -313,6 +319,7 @@ class LoadShedder:
 
     def plan_changed(self) -> None:
         """A query came or went: drops on edges that are gone are taken away."""
+        self._selections = {}
         live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
         for key in [k for k in self.placed if k not in live]:
             self._remove(key)

@@ -226,15 +226,15 @@ class PromisingDrop:
         est = s.estimate(self.intervals)
         order = np.argsort(-est, kind="stable")                 # most promising first, earlier on ties
         order = order[est[order] > 0]                           # a region that cannot match costs nothing
-        take = np.zeros(s.regions, dtype=np.int64)
-        sizes = s.sizes[order]
-        used = np.cumsum(sizes)
-        full = used <= budget
-        take[order[full]] = sizes[full]
-        rest = budget - (int(used[full][-1]) if full.any() else 0)
-        if not full.all() and rest > 0:                         # part of the next region: its first rows
-            take[order[int(full.sum())]] = rest
-        mask = np.arange(n) - np.repeat(np.arange(s.regions) * s.block, s.sizes) < np.repeat(take, s.sizes)
+        used = np.cumsum(s.sizes[order])
+        k = int(np.searchsorted(used, budget, side="right"))   # regions taken whole
+        chosen = np.zeros(s.regions, dtype=bool)
+        chosen[order[:k]] = True
+        mask = np.repeat(chosen, s.sizes)
+        rest = budget - (int(used[k - 1]) if k else 0)
+        if k < len(order) and rest > 0:                         # part of the next region: its first rows
+            start = int(order[k]) * s.block
+            mask[start:start + rest] = True
         out = batch.take(mask)
         self.kept += len(out)
         self.dropped += n - len(out)
