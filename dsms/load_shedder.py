@@ -389,8 +389,8 @@ class LoadShedder:
         eng = self.engine
         now = time.perf_counter()
         seen = {op.id: (op.tuples_in, op.cost_ns_per_tuple) for op in eng.ops}
-        arrived = sum(src.queue.tuples_in for src in eng.sources.values())
-        last, self._last = self._last, (now, seen, {"arrived": arrived})
+        offered = sum(s.kept + s.dropped for s in self.placed.values())     # rows the drops read
+        last, self._last = self._last, (now, seen, {"offered": offered})
         if last is None:
             return
         dt = max(now - last[0], 1e-3)
@@ -405,10 +405,10 @@ class LoadShedder:
                 if q in demand:
                     demand[q] += share / max(self.effective(q), 1e-6)
         self.load = sum(demand.values())
-        if self.load <= 0.0 and self.forced is None and arrived == last[2].get("arrived", arrived):
-            return                                # nothing arrived: no news, the rates stay
-        # (input that arrived and was all dropped measures no demand: the drops go, and the next step
-        # measures the demand unshed)
+        if self.load <= 0.0 and self.forced is None and offered == last[2].get("offered", offered):
+            return                                # nothing was processed: no news, the rates stay
+        # (rows the drops read and all dropped measure no demand: the drops go, and the next step measures
+        # the demand unshed)
         thr = eng.system.load_threshold if threshold is None else threshold
         if self.forced is not None:               # over memory or backlog: aim below the present demand
             self.squeeze = max(0.05, self.squeeze * 0.5)

@@ -218,7 +218,7 @@ class PromisingDrop:
     def keep(self, batch: Batch) -> Batch:
         """The rows of the chosen regions, in time order (the batch itself at rate 1)."""
         n = len(batch)
-        if self.rate >= 1.0:
+        if self.rate >= 1.0 or n == 0:
             self.kept += n
             return batch
         budget = int(math.floor(self.rate * n + self.rng.random()))      # rate * n rows in expectation

@@ -132,6 +132,8 @@ def test_overloaded_selections_get_promising_drops_that_say_subset_and_go_when_t
     assert any(b.approx is not None and b.approx.subset for b in got[0])
     eng.shedder.step(capacity=1e12)          # nothing processed since: no news, still shed
     eng.push("S", {c: data[c][:10] for c in ("g", "v", "f")}, ts=[N] * 10)
+    eng.shedder.step(capacity=1e12)          # arrived but not processed yet (a backlog): still shed
+    assert eng.shedder.placed
     eng.run()
     eng.shedder.step(capacity=1e12)
     assert not eng.shedder.placed and qs[0].approximation() is None    # a selection holds no shed state
