@@ -18,14 +18,19 @@ from dataclasses import dataclass
 class Approx:
     """A relative error bound ``rel_error`` that holds with probability ``confidence``; ``sampling_rate``
     is the fraction of the input the result was computed from, when sampling is the cause (None otherwise).
+    ``subset`` says that every row delivered is a row of the exact answer and rows may be missing (a shed
+    selection: it has no relative error bound, so ``rel_error`` is infinite; docs/approximation.md).
 
     >>> Approx(0.03).as_json()
     {'rel_error': 0.03, 'confidence': 0.95}
+    >>> Approx(math.inf, 1.0, 0.4, subset=True).as_json()
+    {'rel_error': 'Infinity', 'confidence': 1.0, 'sampling_rate': 0.4, 'subset': True}
     """
 
     rel_error: float
     confidence: float = 0.95
     sampling_rate: float | None = None
+    subset: bool = False
 
     def __post_init__(self) -> None:
         if not (self.rel_error >= 0):               # also refuses NaN
@@ -42,6 +47,8 @@ class Approx:
                      "confidence": _round(self.confidence)}
         if self.sampling_rate is not None:
             out["sampling_rate"] = _round(self.sampling_rate)
+        if self.subset:
+            out["subset"] = True
         return out
 
 
@@ -56,10 +63,11 @@ def combine(approxes: Iterable[Approx | None]) -> Approx | None:
     path, and an upper bound for errors of independent parts), confidences combine by the union bound
     (every bound holds at once with probability at least 1 - sum of their failure probabilities), and
     sampling rates multiply (independent samplers in series keep the product of their rates; for samplers
-    side by side the product is a lower bound of what reached the result).
+    side by side the product is a lower bound of what reached the result); a result is a subset of the
+    exact one when every part says so.
 
     >>> combine([None, Approx(0.02, 0.95, 0.5), Approx(0.01, 0.99, 0.5)])
-    Approx(rel_error=0.03, confidence=0.94, sampling_rate=0.25)
+    Approx(rel_error=0.03, confidence=0.94, sampling_rate=0.25, subset=False)
     >>> combine([None, None]) is None
     True
     """
@@ -67,14 +75,16 @@ def combine(approxes: Iterable[Approx | None]) -> Approx | None:
     fail = 0.0
     rate: float | None = None
     seen = False
+    subset = True
     for a in approxes:
         if a is None:
             continue
         seen = True
+        subset = subset and a.subset
         err += a.rel_error
         fail += 1.0 - a.confidence
         if a.sampling_rate is not None:
             rate = a.sampling_rate if rate is None else rate * a.sampling_rate
     if not seen:
         return None
-    return Approx(round(err, 12), round(max(0.0, 1.0 - fail), 12), rate)
+    return Approx(round(err, 12), round(max(0.0, 1.0 - fail), 12), rate, subset)

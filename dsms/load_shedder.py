@@ -33,6 +33,7 @@ import numpy as np
 
 from dsms.approx import Approx
 from dsms.batch import Batch
+from dsms.operators.promising import PromisingDrop, RegionIndex, column_intervals
 from dsms.operators.shed import Shedder
 from dsms.plan import logical as L
 
@@ -110,6 +111,33 @@ def solve_rates(costs: dict[str, float], profiles: dict[str, tuple[int, float, t
     return out, hi
 
 
+SELECTION_MIN_RATE = 0.01      # a selection's share never falls below this (its output would stop)
+
+
+def allot(demand: dict[str, float], profiles: dict[str, tuple[int, float, tuple[str, ...]]],
+          weights: dict[str, float], capacity: float, selections: set[str]) -> dict[str, float]:
+    """Every query's rate for ``capacity``: the load of the queries that can be shed (aggregates with a
+    bound, ``profiles``, and selection-only queries) is cut to what the others leave; each selection gets
+    the same share of its demand, the fraction the whole sheddable load must be cut to (a selection has no
+    error to weigh, so it neither gains nor loses against the aggregates), and the aggregates get BDM04's
+    rates (``solve_rates``) within what is left.
+
+    >>> r = allot({"s": 1.0, "t": 1.0}, {}, {}, 1.0, {"s", "t"})
+    >>> r["s"], r["t"]
+    (0.5, 0.5)
+    """
+    sel = {q for q in selections if q in demand}
+    if not sel:
+        return solve_rates(demand, profiles, weights, capacity)[0]
+    fixed = sum(c for q, c in demand.items() if q not in sel and q not in profiles)
+    sheddable = sum(c for q, c in demand.items() if q in sel or q in profiles)
+    share = 1.0 if sheddable <= 0 else min(1.0, max(SELECTION_MIN_RATE, (capacity - fixed) / sheddable))
+    rest = {q: c for q, c in demand.items() if q not in sel}
+    rates = solve_rates(rest, profiles, weights, capacity - share * sum(demand[q] for q in sel))[0] if rest else {}
+    rates.update({q: share for q in sel})
+    return rates
+
+
 class LoadShedder:
     """Measures load, decides rates, places and removes the ``Shedder`` entities (``shed:N``), and says which
     queries it makes approximate. ``step()`` is called by the server a few times a second while the
@@ -129,7 +157,10 @@ class LoadShedder:
         self.placed: dict[tuple[int, int], Shedder] = {}
         self.lingering: dict[str, tuple[float, float, Approx]] = {}   # qid -> (until app time, rate, approx)
         self.load = 0.0                         # measured demand, CPU seconds per second at full rate
-        self._last: tuple[float, dict] | None = None
+        self.regions: dict[int, tuple[Any, RegionIndex]] = {}   # input queue id -> its region summaries
+        self._selections: dict[str, tuple[Any, int] | None] = {}  # selection_edge per query, until the plan changes
+        self._last: tuple[float, dict, dict] | None = None
+        self._offered_moved = False              # the drops read rows since the last measurement
         self._joins: dict[str, list] = {}        # qid -> sampling joins under its top aggregate (plan cache)
 
     # ------------------------------------------------------------------ what the queries are
@@ -150,6 +181,25 @@ class LoadShedder:
         if any(f not in BOUNDED for f in funcs):
             return None                       # MIN, MAX (vectorised for INT too) have no error bound
         return int(n_min / max(self.effective(qid), 1e-6)), k2, funcs
+
+    def selection_edge(self, qid: str) -> tuple[Any, int] | None:
+        """The edge into a selection-only query's select operator, when the query is one: over one input,
+        made of selections, projections and an ISTREAM that passes rows through (no window state, no
+        aggregate, no join), its first operator a selection. Such a query has no error bound; under
+        overload it is shed by promising regions (docs/approximation.md, "Shedding selections")."""
+        if qid not in self._selections:
+            self._selections[qid] = self._selection_edge(qid)
+        return self._selections[qid]
+
+    def _selection_edge(self, qid: str) -> tuple[Any, int] | None:
+        edges = self._source_edges(qid)
+        if len(edges) != 1 or edges[0][0].kind != "select":
+            return None
+        for op in self.engine.ops:
+            if qid in op.owners and not (op.kind in ("select", "project")
+                                         or op.kind == "to_stream" and getattr(op, "eager", False)):
+                return None
+        return edges[0]
 
     def bound(self, qid: str, p: float) -> float:
         prof = self.profile(qid)
@@ -193,6 +243,7 @@ class LoadShedder:
         """Place drops so that each query's effective rate is ``rates[qid]`` (missing: 1), replacing what
         was placed; rates of 1 everywhere remove every drop (and start the lingering approximations)."""
         want: dict[tuple[int, int], tuple[Any, int, float, set[str]]] = {}
+        selections = {q for q in self.engine.query_list if self.selection_edge(q) is not None}
         for qid in self.engine.query_list:
             p = rates.get(qid, 1.0)
             edges = self._source_edges(qid)
@@ -213,7 +264,8 @@ class LoadShedder:
                         want[(id(own[0]), own[1])] = (own[0], own[1], p / top, {qid})
         now = self.engine.now()
         for qid, p in self.rates.items():         # queries no longer shed keep their approximation a while
-            if rates.get(qid, 1.0) >= 1.0 and p < 1.0:
+            if rates.get(qid, 1.0) >= 1.0 and p < 1.0 and qid not in selections:   # (a selection holds
+                # no state: its next results are exact)
                 h = self.horizon(qid)
                 a = Approx(min(self.bound(qid, p), 1e9), CONFIDENCE, p)
                 self.lingering[qid] = ((now or 0) + h, p, a)
@@ -224,8 +276,13 @@ class LoadShedder:
             if p >= 1.0:
                 continue
             s = self.placed.get(key)
+            drop = self._promising(op, j, p) if qs <= selections else None
+            if s is not None and s.method != (drop.method if drop is not None else "random"):
+                self._remove(key)                 # the queries behind the edge changed: the other kind of drop
+                s = None
             if s is None:
-                s = Shedder(op.readers[j], f"{op.input_queues[j].id} -> {op.id}", self.engine.next_seed(), p)
+                seed = self.engine.next_seed()
+                s = Shedder(op.readers[j], f"{op.input_queues[j].id} -> {op.id}", seed, p, drop)
                 self.engine.registry.add(s)
                 op.readers[j].shed = s
                 self.placed[key] = s
@@ -237,7 +294,20 @@ class LoadShedder:
             self.lingering.pop(q, None)
         for s in self.placed.values():
             errs = [self.bound(q, self.effective(q)) for q in s.queries]
-            s.rel_error = float(min(max(errs, default=0.0), 1e9))
+            s.rel_error = float(min(max(errs, default=0.0), 1e9)) if s.method == "random" else math.inf
+
+    def _promising(self, op: Any, j: int, p: float) -> PromisingDrop | None:
+        """A promising-regions drop for the select ``op`` reading input ``j`` (every query behind the edge is
+        a selection), sharing the region summaries of that input queue with the other selections; None
+        when its predicate confines no column to an interval (then it is dropped at random)."""
+        intervals = column_intervals(getattr(op, "condition", None))
+        if not intervals:
+            return None
+        q = op.input_queues[j]
+        got = self.regions.get(id(q))
+        if got is None or got[0] is not q:
+            got = self.regions[id(q)] = (q, RegionIndex())
+        return PromisingDrop(p, intervals, got[1], self.engine.next_seed())
 
     def _remove(self, key: tuple[int, int]) -> None:
         s = self.placed.pop(key)
@@ -257,6 +327,7 @@ class LoadShedder:
     def plan_changed(self) -> None:
         """A query came or went: drops on edges that are gone are taken away."""
         self._joins = {}
+        self._selections = {}
         live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
         for key in [k for k in self.placed if k not in live]:
             self._remove(key)
@@ -269,6 +340,8 @@ class LoadShedder:
             return []
         p = self.effective(query_id)
         if p < 1.0:
+            if self.selection_edge(query_id) is not None:     # every row is exact, some are missing
+                return [Approx(math.inf, 1.0, p, subset=True)]
             return [Approx(min(self.bound(query_id, p), 1e9), CONFIDENCE, p)]
         lin = self.lingering.get(query_id)
         if lin is not None:
@@ -286,7 +359,10 @@ class LoadShedder:
         (``dsms/operators/join_kind.py``). Another approximate entity that aggregates its own sample scales
         what it samples itself."""
         p = self.effective(query_id)
-        if p >= 1.0:
+        if p < 1.0:
+            if self.selection_edge(query_id) is not None:
+                p = 1.0                           # promising regions drop whole regions: nothing to scale
+        else:
             lin = self.lingering.get(query_id)
             p = lin[1] if lin is not None else 1.0
         joins = self._joins.get(query_id)
@@ -314,8 +390,10 @@ class LoadShedder:
     # ------------------------------------------------------------------ the control loop
 
     def can_shed(self) -> bool:
-        """Whether some registered query could be shed (an aggregate with an error bound over one input)."""
-        return any(self.profile(q) is not None for q in self.engine.query_list)
+        """Whether some registered query could be shed (an aggregate with an error bound over one input, or a
+        selection-only query)."""
+        return any(self.profile(q) is not None or self.selection_edge(q) is not None
+                   for q in self.engine.query_list)
 
     def force(self, reason: str) -> None:
         """The server is over its backlog or memory limits with shedding on: shed harder at the next step."""
@@ -329,7 +407,9 @@ class LoadShedder:
         eng = self.engine
         now = self.clock()
         seen = {op.id: (op.tuples_in, op.cost_ns_per_tuple) for op in eng.ops}
-        last, self._last = self._last, (now, seen)
+        offered = sum(s.kept + s.dropped for s in self.placed.values())     # rows the drops read
+        last, self._last = self._last, (now, seen, {"offered": offered})
+        self._offered_moved = last is not None and offered != last[2].get("offered", offered)
         if last is None:
             return None
         dt = max(now - last[0], 1e-3)
@@ -352,14 +432,18 @@ class LoadShedder:
         ``load_threshold``, read at every step), or when the server is over its limits; stop when the
         demand fits again."""
         eng = self.engine
+        moved = False
         if demand is None:
             demand = self.measure()
             if demand is None:
                 return
+            moved = self._offered_moved
         demand = {q: float(demand.get(q, 0.0)) for q in eng.query_list}
         self.load = sum(demand.values())
-        if self.load <= 0.0 and self.forced is None:
+        if self.load <= 0.0 and self.forced is None and not moved:
             return                                # nothing was processed: no news, the rates stay
+        # (rows the drops read and all dropped measure no demand: the drops go, and the next step measures
+        # the demand unshed)
         thr = eng.system.load_threshold if threshold is None else threshold
         if self.forced is not None:               # over memory or backlog: aim below the present demand
             self.squeeze = max(0.05, self.squeeze * 0.5)
@@ -375,8 +459,7 @@ class LoadShedder:
             return
         profiles = {q: p for q in demand if (p := self.profile(q)) is not None}
         weights = {q: eng.query_list[q].weight for q in demand}
-        rates, _ = solve_rates(demand, profiles, weights, cap)
-        self.shed(rates)
+        self.shed(allot(demand, profiles, weights, cap, {q for q in demand if self.selection_edge(q) is not None}))
 
 
 def sampling_joins(engine: Any, query_id: str) -> list:

@@ -374,7 +374,7 @@ def element_json(ts: int, sign: int, row: Mapping[str, Any], approx: Mapping | N
 def mark_approx(fmt: str, data: bytes, approx: Any) -> bytes:
     """Encoded elements of an approximate result with their approximation added (SPEC section 6): a JSON
     element (NDJSON, SSE) gets ``"approx": {...}`` after its row, an XML ``<element>`` the attributes
-    ``rel_error``, ``confidence`` and ``sampling_rate``. Exact results are never passed here, so their bytes
+    ``rel_error``, ``confidence``, ``sampling_rate`` (and ``subset="true"`` for a shed selection). Exact results are never passed here, so their bytes
     stay as they were. The encoders escape every newline and ``<`` inside values, so an element's end
     (``}`` then a newline) and start (``<element ``) are found by plain search.
 
@@ -384,7 +384,7 @@ def mark_approx(fmt: str, data: bytes, approx: Any) -> bytes:
     """
     d = approx.as_json()
     if fmt == "xml":
-        attrs = " ".join(f'{k}="{v}"' for k, v in d.items())
+        attrs = " ".join(f'{k}="{str(v).lower() if isinstance(v, bool) else v}"' for k, v in d.items())
         return data.replace(b"<element ", f"<element {attrs} ".encode("ascii"))
     from dsms.formats.json_codec import dumps
     return data.replace(b"}\n", f',"approx":{dumps(d)}}}\n'.encode("ascii"))

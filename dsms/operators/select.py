@@ -6,6 +6,8 @@ positive and negative elements alike).
 
 from __future__ import annotations
 
+from typing import Any
+
 from dsms.batch import Batch
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import Operator, colmap
@@ -15,9 +17,12 @@ from dsms.queues import Queue
 class SelectOp(Operator):
     kind = "select"
 
-    def __init__(self, predicate: CompiledExpr, inp: Queue, out: Queue) -> None:
+    def __init__(self, predicate: CompiledExpr, inp: Queue, out: Queue, condition: Any = None) -> None:
+        """``condition`` is the predicate's expression tree (over ``$n`` column positions), kept for the load
+        shedder: it reads the comparisons with constants in it to find a selection's promising regions."""
         super().__init__([inp], out, predicate.text)
         self.predicate = predicate
+        self.condition = condition
 
     def on_batch(self, i: int, batch: Batch) -> None:
         mask = self.predicate(colmap(batch), len(batch))

@@ -57,6 +57,9 @@ class Shedder(Entity):
     kind = "shedder"
     edge = Stat(str, default="", doc="the queue and the operator whose reading of it this shedder thins")
     queries = Stat(list, default=[], doc="the queries whose results it makes approximate")
+    method = Stat(str, default="random", doc="random (each tuple kept with probability sampling_rate) or "
+                  "promising (a selection's predicate evaluated on the regions most likely to match, up to "
+                  "sampling_rate of the input: dsms/operators/promising.py)")
     sampling_rate = Knob(float, default=1.0, gt=0.0, le=1.0, doc="fraction of tuples kept; writing it pins "
                          "the rate (auto turns false)")
     auto = Knob(bool, default=True, doc="whether the load shedder sets sampling_rate (false: the rate "
@@ -67,10 +70,13 @@ class Shedder(Entity):
                      "affects (at confidence)")
     confidence = Stat(float, default=0.95, doc="probability with which the error bound holds")
 
-    def __init__(self, reader, label: str, seed: int, rate: float = 1.0) -> None:
+    def __init__(self, reader, label: str, seed: int, rate: float = 1.0, drop=None) -> None:
+        """``drop`` is what thins the edge (a ``RandomDrop`` at ``rate`` unless given: the load shedder gives
+        a selection a ``PromisingDrop``)."""
         self.reader = reader
         self.edge = label
-        self.drop = RandomDrop(rate, seed)
+        self.drop = drop if drop is not None else RandomDrop(rate, seed)
+        self.method = getattr(self.drop, "method", "random")
         self._setting = True
         self.sampling_rate = rate
         self._setting = False

@@ -303,7 +303,7 @@ class PhysicalPlanner:
         pred = compile_over(node.predicate, node.child.types)
         if pred.type != "BOOLEAN":
             raise SchemaError(f"a condition must be BOOLEAN, not {pred.type}")
-        return out, SelectOp(pred, inp, out)
+        return out, SelectOp(pred, inp, out, node.predicate)
 
     def _Project(self, node: L.Project, qid):
         inp = self.build(node.child, qid)
