@@ -143,8 +143,11 @@ _encode_str = json.encoder.encode_basestring_ascii   # type: ignore[attr-defined
 # Result elements are encoded column by column, never row by row: each column becomes either one constant text
 # (the same on every row: a batch's timestamp, sign 1, a whole-number float's ".0" suffix) or a list of one text
 # per row, produced by one C-level pass (a lookup table for small integers, ``int.__repr__``/``float.__repr__``,
-# ``encode_basestring_ascii``). The lines are then assembled by interleaving those lists with the constant
-# pieces of a per-schema template through list slice assignment, and joined once: no Python code runs per row.
+# ``encode_basestring_ascii``; strings that need no escaping are used as they are, between constant quotes).
+# The lines are then assembled by interleaving those lists with the constant pieces of a per-schema template
+# through list slice assignment, and joined once: no Python code runs per row. A column read from a table
+# (small integers, booleans) has the constant that follows it joined into a copy of its table, kept per
+# constant, so an element has fewer pieces to interleave and join.
 
 _SMALL_INTS = 4096
 _small_int_text: Any = None
@@ -158,13 +161,49 @@ def _small_ints() -> Any:
     return _small_int_text
 
 
+_FUSED_MAX = 64
+_fused_tables: dict[tuple[str, str], Any] = {}
+
+
+class _Coded:
+    """A column whose per-row texts come from a table (small integers, booleans): kept as the table and the
+    rows' codes until ``rows_text`` knows what follows the column in an element, so that constant can be
+    joined to every entry of the table once (``texts(suffix)``) instead of taking a slot of its own in every
+    element."""
+
+    __slots__ = ("name", "table", "codes")
+
+    def __init__(self, name: str, table: Any, codes: np.ndarray) -> None:
+        self.name = name
+        self.table = table
+        self.codes = codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def texts(self, suffix: str = "") -> list[str] | None:
+        """One text per row, each followed by ``suffix``; None when ``suffix`` cannot be joined cheaply (its
+        table is not built yet and the column is too short to be worth building it)."""
+        table = self.table
+        if suffix:
+            key = (self.name, suffix)
+            table = _fused_tables.get(key)
+            if table is None:
+                if len(self.codes) < 1024:
+                    return None
+                if len(_fused_tables) >= _FUSED_MAX:
+                    _fused_tables.clear()
+                table = _fused_tables[key] = self.table + suffix     # object arrays: one str + per entry
+        return table.take(self.codes).tolist()
+
+
 def _int_segments(arr: np.ndarray) -> list:
     """The text of an integer array: [constant] when every value is the same, else [one text per row]."""
     lo, hi = int(arr.min()), int(arr.max())
     if lo == hi:
         return [repr(lo)]
     if lo >= 0 and hi < _SMALL_INTS:
-        return [_small_ints().take(arr.astype(np.intp, copy=False)).tolist()]
+        return [_Coded("int", _small_ints(), arr.astype(np.intp, copy=False))]
     n = len(arr)
     if n >= 32:
         starts = np.flatnonzero(arr[1:] != arr[:-1]) + 1
@@ -200,7 +239,7 @@ def _column_segments(values: Any) -> list:
         if kind == "f":
             return _float_segments(values)
         if kind == "b":
-            return [_BOOL_TEXT.take(values.astype(np.intp)).tolist()]
+            return [_Coded("bool", _BOOL_TEXT, values.astype(np.intp))]
         values = values.tolist()
         if kind == "O":
             plain = _plain_strings(values)
@@ -260,7 +299,7 @@ def rows_text(names: list[str], ts: Any, sign: Any, cols: list[Any], lead: str =
         segs.append(prefix)
         segs += _column_segments(col)
     segs.append(("}}" if cols else ',"row":{}}') + end)
-    parts: list = []                                  # constants and per-row lists, alternating
+    parts: list = []                                  # constants (adjacent ones merged) and per-row segments
     for seg in segs:
         if isinstance(seg, str):
             if parts and isinstance(parts[-1], str):
@@ -270,22 +309,28 @@ def rows_text(names: list[str], ts: Any, sign: Any, cols: list[Any], lead: str =
         else:
             if len(seg) != n:
                 raise ValueError(f"a result column has {len(seg)} values for {n} timestamps")
-            if not parts or not isinstance(parts[-1], str):
-                parts.append("")
             parts.append(seg)
-    if not isinstance(parts[-1], str):
-        parts.append("")
-    m = len(parts) // 2                               # per-row lists
-    if m == 0:
-        return parts[0] * n
-    step = 2 * m
-    out: list[str] = [parts[-1] + parts[0]] * (step * n)
-    out[0] = parts[0]
-    for j in range(m):
-        out[2 * j + 1::step] = parts[2 * j + 1]
-        if j:
-            out[2 * j::step] = [parts[2 * j]] * n
-    out.append(parts[-1])
+    for i, p in enumerate(parts):
+        if isinstance(p, _Coded):                     # a table takes in the constant after it (not the row's end)
+            follow = parts[i + 1] if i + 2 < len(parts) and isinstance(parts[i + 1], str) else ""
+            texts = p.texts(follow) if follow else None
+            if texts is None:
+                texts = p.texts()
+            else:
+                parts[i + 1] = ""
+            parts[i] = texts
+    first = parts.pop(0) if isinstance(parts[0], str) else ""
+    last = parts.pop() if parts and isinstance(parts[-1], str) else ""
+    body = [p for p in parts if not isinstance(p, str) or p]
+    if not body:
+        return (first + last) * n
+    # each element is the slots of ``body``; one slot holds the end of an element and the start of the next
+    step = len(body) + 1
+    out: list[str] = [last + first] * (step * n)
+    out[0] = first
+    for j, p in enumerate(body, 1):
+        out[j::step] = p if isinstance(p, list) else [p] * n
+    out.append(last)
     return "".join(out)
 
 

@@ -114,3 +114,20 @@ def test_plain_strings_are_kept_only_when_nothing_needs_escaping() -> None:
     assert _plain_strings(["ok", None]) is None and _plain_strings([1, "a"]) is None
     assert rows_text(["s"], [1, 2], [1, 1], [plain[:2]]) == \
         '{"ts":1,"sign":1,"row":{"s":""}}\n{"ts":2,"sign":1,"row":{"s":"abc"}}\n'
+
+
+def test_table_columns_take_in_the_constant_after_them() -> None:
+    """Small integers and booleans come from tables; with 1,024 rows or more the constant after the column
+    (``,"next":``, a whole float's ``.0``) is joined into the table once, and the elements are the same."""
+    from dsms.formats import json_codec
+    n = 2000
+    rng = random.Random(5)
+    names = ["k", "flag", "v", "last"]
+    cols = [np.array([rng.randint(0, 4095) for _ in range(n)]), np.array([rng.random() < 0.3 for _ in range(n)]),
+            np.array([float(rng.randint(0, 999)) for _ in range(n)]), np.array([rng.randint(0, 9) for _ in range(n)])]
+    ts, sign = np.arange(n, dtype=np.int64) // 7, np.ones(n, dtype=np.int8)
+    json_codec._fused_tables.clear()
+    for rows in (n, 10):                           # fused, then below the threshold with the tables built
+        got = rows_text(names, ts[:rows], sign[:rows], [c[:rows] for c in cols]).encode("ascii")
+        assert got == plain_lines(names, ts[:rows], sign[:rows], [c[:rows] for c in cols])
+    assert {("int", ',"flag":'), ("bool", ',"v":'), ("int", '.0,"last":')} <= set(json_codec._fused_tables)
