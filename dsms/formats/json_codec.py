@@ -15,6 +15,7 @@ carry ``id:`` (the element's position in the query's results). Non-finite floats
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -197,9 +198,11 @@ class _Coded:
         return table.take(self.codes).tolist()
 
 
-def _int_segments(arr: np.ndarray) -> list:
-    """The text of an integer array: [constant] when every value is the same, else [one text per row]."""
-    lo, hi = int(arr.min()), int(arr.max())
+def _int_segments(arr: np.ndarray, lo: int | None = None, hi: int | None = None) -> list:
+    """The text of an integer array: [constant] when every value is the same, else [one text per row] (or
+    a table and codes); ``lo`` and ``hi`` are its minimum and maximum when the caller knows them."""
+    if lo is None or hi is None:
+        lo, hi = int(arr.min()), int(arr.max())
     if lo == hi:
         return [repr(lo)]
     if lo >= 0 and hi < _SMALL_INTS:
@@ -215,18 +218,23 @@ def _int_segments(arr: np.ndarray) -> list:
     return [list(map(int.__repr__, arr.tolist()))]
 
 
+_NEG_ZERO = np.int64(-2**63)          # the bits of -0.0 read as an int64
+
+
 def _float_segments(arr: np.ndarray) -> list:
     """The text of a float array, as ``float.__repr__`` writes it; whole numbers below 1e16 (where repr is
-    the integer's digits and ".0") go through the integer path, non-finite values become strings."""
+    the integer's digits and ".0") go through the integer path, non-finite values become strings. The
+    minimum and maximum decide the path (a NaN makes both NaN, an infinity shows in one of them)."""
     if arr.dtype != np.float64:
         arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
+    lo, hi = float(arr.min()), float(arr.max())
+    if -1e16 < lo and hi < 1e16:                 # every value finite and below 1e16 in magnitude
+        whole = arr.astype(np.int64)
+        if (whole == arr).all() and not (arr.view(np.int64) == _NEG_ZERO).any():
+            return [*_int_segments(whole, int(lo), int(hi)), ".0"]
+    elif not (math.isfinite(lo) and math.isfinite(hi)):
         out = list(map(float.__repr__, arr.tolist()))
         return [[_NONFINITE.get(x, x) for x in out]]
-    if float(np.abs(arr).max()) < 1e16:
-        whole = arr.astype(np.int64)
-        if (whole == arr).all() and not (np.signbit(arr) & (arr == 0)).any():
-            return [*_int_segments(whole), ".0"]
     return [list(map(float.__repr__, arr.tolist()))]
 
 
