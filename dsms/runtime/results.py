@@ -293,10 +293,12 @@ class Subscriber:
         return out
 
     async def get(self, timeout: float | None = None) -> list[Any]:
-        """Wait up to ``timeout`` seconds for something to read; returns [] on timeout."""
+        """Wait up to ``timeout`` seconds for something to read; returns [] on timeout. (``asyncio.timeout``
+        rather than ``wait_for``: no task is made for every wait, and a reader waits once per result batch.)"""
         if not self.items and self.closed is None:
             try:
-                await asyncio.wait_for(self._event.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
             except TimeoutError:
                 return []
         return self.take()
