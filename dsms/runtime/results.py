@@ -58,7 +58,11 @@ class ResultChunk:
 
     @classmethod
     def from_batch(cls, names: list[str], b: Batch, approx: Approx | None = None) -> ResultChunk:
-        return cls(names, b.ts, b.sign, list(b.cols), approx=approx)
+        """The engine's batch as a chunk; its bytes are the batch's (the same arrays, counted the same way by
+        ``column_bytes``, and already counted when the batch was queued), not counted again."""
+        chunk = cls(names, b.ts, b.sign, list(b.cols), approx=approx)
+        chunk._nbytes = b.nbytes
+        return chunk
 
     def __len__(self) -> int:
         return len(self.ts)
