@@ -162,8 +162,12 @@ def _small_ints() -> Any:
     return _small_int_text
 
 
-_FUSED_MAX = 64
+_FUSED_MAX = 32
+_FUSED_SUFFIX_MAX = 64
 _fused_tables: dict[tuple[str, str], Any] = {}
+"""Tables with a constant joined to every entry, by (table, constant): at most ``_FUSED_MAX`` of them, for
+constants of at most ``_FUSED_SUFFIX_MAX`` characters (a long column name is not copied 4,096 times), so
+they hold at most a few MB."""
 
 
 class _Coded:
@@ -190,7 +194,7 @@ class _Coded:
             key = (self.name, suffix)
             table = _fused_tables.get(key)
             if table is None:
-                if len(self.codes) < 1024:
+                if len(self.codes) < 1024 or len(suffix) > _FUSED_SUFFIX_MAX:
                     return None
                 if len(_fused_tables) >= _FUSED_MAX:
                     _fused_tables.clear()

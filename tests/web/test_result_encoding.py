@@ -131,3 +131,16 @@ def test_table_columns_take_in_the_constant_after_them() -> None:
         got = rows_text(names, ts[:rows], sign[:rows], [c[:rows] for c in cols]).encode("ascii")
         assert got == plain_lines(names, ts[:rows], sign[:rows], [c[:rows] for c in cols])
     assert {("int", ',"flag":'), ("bool", ',"v":'), ("int", '.0,"last":')} <= set(json_codec._fused_tables)
+
+
+def test_a_long_constant_is_not_joined_into_a_table() -> None:
+    """A column name of thousands of characters would make a joined table of 4,096 copies of it: such a
+    constant keeps its own slot, with the same output."""
+    from dsms.formats import json_codec
+    n = 2000
+    names = ["k", "x" * 5000]
+    cols = [np.arange(n) % 4096, np.arange(n) % 3 == 0]
+    ts, sign = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int8)
+    json_codec._fused_tables.clear()
+    assert rows_text(names, ts, sign, cols).encode("ascii") == plain_lines(names, ts, sign, cols)
+    assert not json_codec._fused_tables
