@@ -383,6 +383,8 @@ async def main_async(args: argparse.Namespace) -> dict:
            "ratio": round(e2e / ceiling["tps"], 4) if ceiling["tps"] else None,
            "ingest_tps": res["stages"]["ingest"]["tps"], "query_tps": res["stages"]["query"]["tps"],
            "ratio_to_ingest": res["ratio_to_ingest"], "ratio_to_ingest_cpu": res["ratio_to_ingest_cpu"],
+           "ratio_to_ingest_rounds": res["ratio_to_ingest_rounds"],
+           "ratio_to_ingest_cpu_rounds": res["ratio_to_ingest_cpu_rounds"],
            "stages": {"ceiling": ceiling, **res["stages"]},
            "latency_ms": last["latency_ms"], "batch_rows": args.batch, "body_bytes": len(bodies[args.batch]),
            "concurrency": args.concurrency, "fsync": args.fsync, "random_values": args.random_values,
