@@ -18,7 +18,6 @@ variables ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` still win: they 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 M_TRIM_THRESHOLD = -1
@@ -35,7 +34,7 @@ def keep_freed_memory() -> bool:
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)       # the process's own symbols, libc's among them (no ldconfig lookup)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
