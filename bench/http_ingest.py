@@ -3,6 +3,7 @@ batches in, ``SELECT * FROM S WHERE v >= 0`` in the engine, one NDJSON reader ou
 the same run with the same request stream; and ingest-to-result latency (p50, p99) at fixed offered rates.
 
     python bench/http_ingest.py [--json PATH] [--seconds S] [--rates 10000,50000,100000] [--random-values]
+                                [--rounds N] [--compare TREE]
 
 Stages, each driven by the same client sending the same bodies over the same number of connections:
 
@@ -19,6 +20,13 @@ For each stage the bench reports tuples/s and the CPU time the server process an
 (from ``/proc``), so the cost of each step is visible as server microseconds per tuple, and whether the client
 kept up (its CPU share) can be read too. Both servers are subprocesses on loopback and the client is this
 process (asyncio + aiohttp): on a 2-core machine client and server share the CPU.
+
+Issue 15's figure is e2e / ingest: printed as the ratio of tuples/s and as the ratio of the server's CPU time
+per tuple (ingest's over e2e's). The second is the one to read on a shared machine: the client and other
+processes compete for the same cores, and more so in e2e, where the client reads 67 bytes of JSON per tuple.
+``--rounds N`` runs the dsms stages N times on fresh servers and reports medians (ratios per round, then the
+median); ``--compare TREE`` runs a second source tree's server (say, the previous commit in a scratch
+directory) alternately with this one's, round by round, so a before/after comparison sees the same load.
 
 Latency of a batch is measured from just before its request is sent to the arrival of its last result line at
 the reader (the select keeps order, so counting lines suffices).
@@ -174,7 +182,9 @@ class Reader:
     async def run(self, url: str, qid: str) -> None:
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
         async with aiohttp.ClientSession(timeout=timeout) as s:
-            async with s.get(f"{url}/queries/{qid}/results?buffer=10000000") as r:
+            async with s.get(f"{url}/queries/{qid}/results?buffer=1000000") as r:
+                if r.status != 200:
+                    raise RuntimeError(f"results reader refused: {r.status} {await r.text()}")
                 self._ready.set()
                 tail = b""
                 async for chunk in r.content.iter_any():
@@ -226,20 +236,23 @@ async def measure_blast(url: str, pid: int, args: argparse.Namespace, body: byte
     return m.figures(sent)
 
 
-async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes]) -> dict:
+async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes], root: Path = ROOT,
+                     latency: bool = True) -> dict:
+    """The ingest, query and end-to-end stages (and with ``latency``, the fixed-rate latency runs) against one
+    fresh server run from the source tree ``root``."""
     data = Path(tempfile.mkdtemp(prefix="dsms-bench-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(root))
     proc = subprocess.Popen([sys.executable, "-m", "dsms.cli", "serve", "--port", str(port), "--data-dir",
-                             str(data / "d"), "--fsync", args.fsync], cwd=ROOT, env=env,
+                             str(data / "d"), "--fsync", args.fsync], cwd=root, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out: dict = {}
     body = bodies[args.batch]
     try:
         await wait_up(url, proc)
         async with aiohttp.ClientSession() as s:
-            async with s.post(url + "/cql", data="REGISTER STREAM s (k INT, v FLOAT, tag STRING)") as r:
+            async with s.post(url + "/cql", data="REGISTER STREAM s (k INT, v FLOAT, tag STRING) TIME ARRIVAL") as r:
                 assert r.status == 200, await r.text()
             out["ingest"] = await measure_blast(url, proc.pid, args, body)
             async with s.post(url + "/queries", json={"cql": "SELECT * FROM s WHERE v >= 0"}) as r:
@@ -247,7 +260,12 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes]) -> dict
             out["query"] = await measure_blast(url, proc.pid, args, body)
         reader = Reader()
         rtask = asyncio.create_task(reader.run(url, qid))
-        await asyncio.wait_for(reader._ready.wait(), 10)
+        ready = asyncio.create_task(reader._ready.wait())
+        await asyncio.wait({rtask, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if rtask.done():
+            rtask.result()                    # the reader failed: say why
+        if not ready.done():
+            raise TimeoutError("the results reader did not start")
         # end to end, as fast as it goes: until the reader has every acknowledged tuple
         base = reader.lines
         with Meter(proc.pid) as m:
@@ -259,7 +277,7 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes]) -> dict
         # latency at fixed offered rates: one batch every 10 ms
         out["latency_ms"] = {}
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as s:
-            for rate in args.rates:
+            for rate in (args.rates if latency else []):
                 rows = max(1, rate // 100)
                 body = bodies.get(rows) or make_body(rows, 7, args.random_values)
                 sends: list[float] = [0.0] * int(args.latency_seconds * 100)
@@ -321,22 +339,61 @@ async def ceiling_bench(args: argparse.Namespace, body: bytes) -> dict:
         proc.wait(10)
 
 
+def _median_stage(runs: list[dict]) -> dict:
+    """Per figure, the median over rounds (the machine is shared: single runs vary by 2x with its load)."""
+    out = {}
+    for key in runs[0]:
+        vals = sorted(r[key] for r in runs if isinstance(r.get(key), int | float))
+        if vals:
+            out[key] = vals[len(vals) // 2]
+    return out
+
+
+def _summary(rounds: list[dict]) -> dict:
+    stages = {k: _median_stage([r[k] for r in rounds]) for k in ("ingest", "query", "e2e")}
+    cpu_i, cpu_e = stages["ingest"].get("server_us_per_tuple"), stages["e2e"].get("server_us_per_tuple")
+    # per round, so that the two stages of one ratio saw the same load
+    tps_ratios = sorted(r["e2e"]["tps"] / r["ingest"]["tps"] for r in rounds if r["ingest"]["tps"])
+    cpu_ratios = sorted(r["ingest"]["server_us_per_tuple"] / r["e2e"]["server_us_per_tuple"] for r in rounds
+                        if r["ingest"].get("server_us_per_tuple") and r["e2e"].get("server_us_per_tuple"))
+    return {"stages": stages,
+            "ratio_to_ingest": round(tps_ratios[len(tps_ratios) // 2], 3) if tps_ratios else None,
+            "ratio_to_ingest_cpu": round(cpu_ratios[len(cpu_ratios) // 2], 3) if cpu_ratios else None,
+            "ratio_to_ingest_rounds": [round(x, 3) for x in tps_ratios],
+            "ratio_to_ingest_cpu_rounds": [round(x, 3) for x in cpu_ratios],
+            "server_us_per_tuple": {"ingest": cpu_i, "e2e": cpu_e}}
+
+
 async def main_async(args: argparse.Namespace) -> dict:
     bodies = {args.batch: make_body(args.batch, 1, args.random_values)}
     for rate in args.rates:
         bodies.setdefault(max(1, rate // 100), make_body(max(1, rate // 100), 3, args.random_values))
     ceiling = await ceiling_bench(args, bodies[args.batch])
-    res = await dsms_bench(args, bodies)
-    e2e = res["e2e"]["tps"]
-    return {"e2e_tps": e2e, "ceiling_tps": ceiling["tps"],
-            "ratio": round(e2e / ceiling["tps"], 4) if ceiling["tps"] else None,
-            "ingest_tps": res["ingest"]["tps"], "query_tps": res["query"]["tps"],
-            "ratio_to_ingest": round(e2e / res["ingest"]["tps"], 3) if res["ingest"]["tps"] else None,
-            "stages": {"ceiling": ceiling, "ingest": res["ingest"], "query": res["query"], "e2e": res["e2e"]},
-            "latency_ms": res["latency_ms"], "batch_rows": args.batch, "body_bytes": len(bodies[args.batch]),
-            "concurrency": args.concurrency, "fsync": args.fsync, "random_values": args.random_values,
-            "e2e_missed": res["e2e_missed"], "engine_slice_ms_max": res.get("engine_slice_ms_max"),
-            "cpus": os.cpu_count()}
+    trees = {"this": ROOT}
+    if args.compare:
+        trees = {"compare": Path(args.compare).resolve(), "this": ROOT}
+    runs: dict[str, list[dict]] = {k: [] for k in trees}
+    for i in range(args.rounds):
+        for name, root in trees.items():      # alternately, so both trees see the same load
+            runs[name].append(await dsms_bench(args, bodies, root, latency=i == args.rounds - 1))
+    summaries = {name: _summary(rs) for name, rs in runs.items()}
+    res, last = summaries["this"], runs["this"][-1]
+    e2e = res["stages"]["e2e"]["tps"]
+    out = {"e2e_tps": e2e, "ceiling_tps": ceiling["tps"],
+           "ratio": round(e2e / ceiling["tps"], 4) if ceiling["tps"] else None,
+           "ingest_tps": res["stages"]["ingest"]["tps"], "query_tps": res["stages"]["query"]["tps"],
+           "ratio_to_ingest": res["ratio_to_ingest"], "ratio_to_ingest_cpu": res["ratio_to_ingest_cpu"],
+           "ratio_to_ingest_rounds": res["ratio_to_ingest_rounds"],
+           "ratio_to_ingest_cpu_rounds": res["ratio_to_ingest_cpu_rounds"],
+           "stages": {"ceiling": ceiling, **res["stages"]},
+           "latency_ms": last["latency_ms"], "batch_rows": args.batch, "body_bytes": len(bodies[args.batch]),
+           "concurrency": args.concurrency, "fsync": args.fsync, "random_values": args.random_values,
+           "rounds": args.rounds, "e2e_missed": sum(r["e2e_missed"] for r in runs["this"]),
+           "engine_slice_ms_max": last.get("engine_slice_ms_max"), "cpus": os.cpu_count(),
+           "per_round": runs["this"]}
+    if args.compare:
+        out["compare"] = {"tree": str(trees["compare"]), **summaries["compare"], "per_round": runs["compare"]}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,18 +407,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fsync", default="group", choices=("always", "group", "never"))
     p.add_argument("--random-values", action="store_true",
                    help="random full-precision floats and 40-bit ints instead of small whole numbers")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the dsms stages this many times, each on a fresh server; figures are medians")
+    p.add_argument("--compare", metavar="TREE",
+                   help="another source tree of dsms (say, a checkout of the previous commit): its server is run "
+                        "alternately with this one's, round by round, and both are reported")
     args = p.parse_args(argv)
     args.rates = [int(x) for x in args.rates.split(",") if x]
     out = asyncio.run(main_async(args))
-    print(f"{'stage':<34}{'tuples/s':>12}{'server us/tuple':>17}{'server CPU':>12}{'client CPU':>12}")
     labels = {"ceiling": "bare aiohttp ceiling", "ingest": "dsms ingest only (no query)",
               "query": "dsms + select, no reader", "e2e": "dsms end to end (NDJSON reader)"}
-    for key, label in labels.items():
-        f = out["stages"][key]
-        print(f"{label:<34}{f['tps']:>12,}{f.get('server_us_per_tuple', float('nan')):>17.3f}"
-              f"{f.get('server_cpu_share', float('nan')):>12.2f}{f['client_cpu_share']:>12.2f}")
+    sections = [("this tree", out)]
+    if args.compare:
+        sections = [(f"compare: {out['compare']['tree']}", {**out["compare"], "stages": {
+            "ceiling": out["stages"]["ceiling"], **out["compare"]["stages"]}}), ("this tree", out)]
+    for title, sec in sections:
+        print(f"-- {title}" + (f" (median of {args.rounds} rounds)" if args.rounds > 1 else ""))
+        print(f"{'stage':<34}{'tuples/s':>12}{'server us/tuple':>17}{'server CPU':>12}{'client CPU':>12}")
+        for key, label in labels.items():
+            f = sec["stages"][key]
+            print(f"{label:<34}{f['tps']:>12,}{f.get('server_us_per_tuple', float('nan')):>17.3f}"
+                  f"{f.get('server_cpu_share', float('nan')):>12.2f}{f['client_cpu_share']:>12.2f}")
+        print(f"{'ratio e2e / ingest only (tuples/s)':<34}{sec['ratio_to_ingest']:>12}")
+        print(f"{'ratio e2e / ingest only (CPU)':<34}{sec['ratio_to_ingest_cpu']:>12}")
     print(f"{'ratio e2e / ceiling':<34}{out['ratio']:>12}")
-    print(f"{'ratio e2e / ingest only':<34}{out['ratio_to_ingest']:>12}")
     for rate, v in out["latency_ms"].items():
         print(f"{'latency @ ' + format(int(rate), ',') + '/s p50 / p99 ms':<34}{v['p50']:>7} /{v['p99']:>6}")
     if args.json:

@@ -40,3 +40,14 @@ def test_long_string_columns_are_estimated_within_a_tenth(n, spread, seed):
     col = np.array(["x" * int(k) for k in lengths], dtype=object)
     b = _batch([col, rng.random(n)])
     assert abs(b.nbytes - _exact(b)) <= 0.1 * _exact(b)
+
+
+def test_a_result_chunk_counts_what_its_batch_counts() -> None:
+    """``ResultChunk.from_batch`` takes the batch's byte count (already computed when it was queued) rather
+    than counting again; the count a chunk makes itself from the same arrays is the same."""
+    from dsms.runtime import ResultChunk
+    tags = np.empty(5000, dtype=object)
+    tags[:] = [("x" * (i % 50)) for i in range(5000)]
+    b = _batch([np.arange(5000, dtype=np.int64), tags, np.linspace(0, 1, 5000)])
+    chunk = ResultChunk.from_batch(["a", "t", "f"], b)
+    assert chunk.nbytes == b.nbytes == ResultChunk(["a", "t", "f"], b.ts, b.sign, list(b.cols)).nbytes

@@ -20,6 +20,7 @@ from dsms.archive import ArchiveError, ArchiveLocked
 from dsms.config import Config
 from dsms.runtime import Runtime, RuntimeFailure
 from web.app import create_app
+from web.malloc import keep_freed_memory
 from web.middlewares import is_loopback
 
 log = logging.getLogger("dsms")
@@ -89,6 +90,7 @@ async def serve(cfg: Config) -> int:
     """Run the server until SIGINT/SIGTERM: start the Runtime (recovering from the data directory), serve the
     HTTP API, then end result streams, stop the HTTP server and the Runtime. Returns the exit status; when
     it cannot start it prints one clear line on stderr and returns non-zero (``dsms serve``)."""
+    keep_freed_memory()                      # web/malloc.py: no page faults for every result batch's buffers
     rt = Runtime(cfg)
     try:
         await rt.start()

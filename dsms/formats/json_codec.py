@@ -15,6 +15,7 @@ carry ``id:`` (the element's position in the query's results). Non-finite floats
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -143,8 +144,11 @@ _encode_str = json.encoder.encode_basestring_ascii   # type: ignore[attr-defined
 # Result elements are encoded column by column, never row by row: each column becomes either one constant text
 # (the same on every row: a batch's timestamp, sign 1, a whole-number float's ".0" suffix) or a list of one text
 # per row, produced by one C-level pass (a lookup table for small integers, ``int.__repr__``/``float.__repr__``,
-# ``encode_basestring_ascii``). The lines are then assembled by interleaving those lists with the constant
-# pieces of a per-schema template through list slice assignment, and joined once: no Python code runs per row.
+# ``encode_basestring_ascii``; strings that need no escaping are used as they are, between constant quotes).
+# The lines are then assembled by interleaving those lists with the constant pieces of a per-schema template
+# through list slice assignment, and joined once: no Python code runs per row. A column read from a table
+# (small integers, booleans) has the constant that follows it joined into a copy of its table, kept per
+# constant, so an element has fewer pieces to interleave and join.
 
 _SMALL_INTS = 4096
 _small_int_text: Any = None
@@ -158,13 +162,55 @@ def _small_ints() -> Any:
     return _small_int_text
 
 
-def _int_segments(arr: np.ndarray) -> list:
-    """The text of an integer array: [constant] when every value is the same, else [one text per row]."""
-    lo, hi = int(arr.min()), int(arr.max())
+_FUSED_MAX = 32
+_FUSED_SUFFIX_MAX = 64
+_fused_tables: dict[tuple[str, str], Any] = {}
+"""Tables with a constant joined to every entry, by (table, constant): at most ``_FUSED_MAX`` of them, for
+constants of at most ``_FUSED_SUFFIX_MAX`` characters (a long column name is not copied 4,096 times), so
+they hold at most a few MB."""
+
+
+class _Coded:
+    """A column whose per-row texts come from a table (small integers, booleans): kept as the table and the
+    rows' codes until ``rows_text`` knows what follows the column in an element, so that constant can be
+    joined to every entry of the table once (``texts(suffix)``) instead of taking a slot of its own in every
+    element."""
+
+    __slots__ = ("name", "table", "codes")
+
+    def __init__(self, name: str, table: Any, codes: np.ndarray) -> None:
+        self.name = name
+        self.table = table
+        self.codes = codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def texts(self, suffix: str = "") -> list[str] | None:
+        """One text per row, each followed by ``suffix``; None when ``suffix`` cannot be joined cheaply (its
+        table is not built yet and the column is too short to be worth building it)."""
+        table = self.table
+        if suffix:
+            key = (self.name, suffix)
+            table = _fused_tables.get(key)
+            if table is None:
+                if len(self.codes) < 1024 or len(suffix) > _FUSED_SUFFIX_MAX:
+                    return None
+                if len(_fused_tables) >= _FUSED_MAX:
+                    _fused_tables.clear()
+                table = _fused_tables[key] = self.table + suffix     # object arrays: one str + per entry
+        return table.take(self.codes).tolist()
+
+
+def _int_segments(arr: np.ndarray, lo: int | None = None, hi: int | None = None) -> list:
+    """The text of an integer array: [constant] when every value is the same, else [one text per row] (or
+    a table and codes); ``lo`` and ``hi`` are its minimum and maximum when the caller knows them."""
+    if lo is None or hi is None:
+        lo, hi = int(arr.min()), int(arr.max())
     if lo == hi:
         return [repr(lo)]
     if lo >= 0 and hi < _SMALL_INTS:
-        return [_small_ints().take(arr.astype(np.intp, copy=False)).tolist()]
+        return [_Coded("int", _small_ints(), arr.astype(np.intp, copy=False))]
     n = len(arr)
     if n >= 32:
         starts = np.flatnonzero(arr[1:] != arr[:-1]) + 1
@@ -176,18 +222,23 @@ def _int_segments(arr: np.ndarray) -> list:
     return [list(map(int.__repr__, arr.tolist()))]
 
 
+_NEG_ZERO = np.int64(-2**63)          # the bits of -0.0 read as an int64
+
+
 def _float_segments(arr: np.ndarray) -> list:
     """The text of a float array, as ``float.__repr__`` writes it; whole numbers below 1e16 (where repr is
-    the integer's digits and ".0") go through the integer path, non-finite values become strings."""
+    the integer's digits and ".0") go through the integer path, non-finite values become strings. The
+    minimum and maximum decide the path (a NaN makes both NaN, an infinity shows in one of them)."""
     if arr.dtype != np.float64:
         arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
+    lo, hi = float(arr.min()), float(arr.max())
+    if -1e16 < lo and hi < 1e16:                 # every value finite and below 1e16 in magnitude
+        whole = arr.astype(np.int64)
+        if (whole == arr).all() and not (arr.view(np.int64) == _NEG_ZERO).any():
+            return [*_int_segments(whole, int(lo), int(hi)), ".0"]
+    elif not (math.isfinite(lo) and math.isfinite(hi)):
         out = list(map(float.__repr__, arr.tolist()))
         return [[_NONFINITE.get(x, x) for x in out]]
-    if float(np.abs(arr).max()) < 1e16:
-        whole = arr.astype(np.int64)
-        if (whole == arr).all() and not (np.signbit(arr) & (arr == 0)).any():
-            return [*_int_segments(whole), ".0"]
     return [list(map(float.__repr__, arr.tolist()))]
 
 
@@ -200,9 +251,12 @@ def _column_segments(values: Any) -> list:
         if kind == "f":
             return _float_segments(values)
         if kind == "b":
-            return [_BOOL_TEXT.take(values.astype(np.intp)).tolist()]
+            return [_Coded("bool", _BOOL_TEXT, values.astype(np.intp))]
         values = values.tolist()
         if kind == "O":
+            plain = _plain_strings(values)
+            if plain is not None:
+                return plain
             try:
                 return [list(map(_encode_str, values))]      # strings: the common case
             except TypeError:
@@ -210,6 +264,23 @@ def _column_segments(values: Any) -> list:
     elif not isinstance(values, list):
         values = list(values)
     return [column_json(values)]
+
+
+def _plain_strings(values: list) -> list | None:
+    """A column of strings that need no escaping (printable ASCII without ``"`` or ``\\``, which is what
+    ``encode_basestring_ascii`` leaves as it is) as the strings themselves between constant quotes: no new
+    string per value. None when a value is not a string or needs escaping (checked on all of them joined, in
+    C: one join, one byte scan)."""
+    try:
+        joined = "".join(values)
+    except TypeError:
+        return None
+    if not joined.isascii():
+        return None
+    raw = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    if ((raw < 0x20) | (raw > 0x7E) | (raw == 0x22) | (raw == 0x5C)).any():
+        return None
+    return ['"', values, '"']
 
 
 _prefix_cache: dict[tuple[str, ...], list[str]] = {}
@@ -240,7 +311,7 @@ def rows_text(names: list[str], ts: Any, sign: Any, cols: list[Any], lead: str =
         segs.append(prefix)
         segs += _column_segments(col)
     segs.append(("}}" if cols else ',"row":{}}') + end)
-    parts: list = []                                  # constants and per-row lists, alternating
+    parts: list = []                                  # constants (adjacent ones merged) and per-row segments
     for seg in segs:
         if isinstance(seg, str):
             if parts and isinstance(parts[-1], str):
@@ -250,22 +321,28 @@ def rows_text(names: list[str], ts: Any, sign: Any, cols: list[Any], lead: str =
         else:
             if len(seg) != n:
                 raise ValueError(f"a result column has {len(seg)} values for {n} timestamps")
-            if not parts or not isinstance(parts[-1], str):
-                parts.append("")
             parts.append(seg)
-    if not isinstance(parts[-1], str):
-        parts.append("")
-    m = len(parts) // 2                               # per-row lists
-    if m == 0:
-        return parts[0] * n
-    step = 2 * m
-    out: list[str] = [parts[-1] + parts[0]] * (step * n)
-    out[0] = parts[0]
-    for j in range(m):
-        out[2 * j + 1::step] = parts[2 * j + 1]
-        if j:
-            out[2 * j::step] = [parts[2 * j]] * n
-    out.append(parts[-1])
+    for i, p in enumerate(parts):
+        if isinstance(p, _Coded):                     # a table takes in the constant after it (not the row's end)
+            follow = parts[i + 1] if i + 2 < len(parts) and isinstance(parts[i + 1], str) else ""
+            texts = p.texts(follow) if follow else None
+            if texts is None:
+                texts = p.texts()
+            else:
+                parts[i + 1] = ""
+            parts[i] = texts
+    first = parts.pop(0) if isinstance(parts[0], str) else ""
+    last = parts.pop() if parts and isinstance(parts[-1], str) else ""
+    body = [p for p in parts if not isinstance(p, str) or p]
+    if not body:
+        return (first + last) * n
+    # each element is the slots of ``body``; one slot holds the end of an element and the start of the next
+    step = len(body) + 1
+    out: list[str] = [last + first] * (step * n)
+    out[0] = first
+    for j, p in enumerate(body, 1):
+        out[j::step] = p if isinstance(p, list) else [p] * n
+    out.append(last)
     return "".join(out)
 
 

@@ -58,7 +58,11 @@ class ResultChunk:
 
     @classmethod
     def from_batch(cls, names: list[str], b: Batch, approx: Approx | None = None) -> ResultChunk:
-        return cls(names, b.ts, b.sign, list(b.cols), approx=approx)
+        """The engine's batch as a chunk; its bytes are the batch's (the same arrays, counted the same way by
+        ``column_bytes``, and already counted when the batch was queued), not counted again."""
+        chunk = cls(names, b.ts, b.sign, list(b.cols), approx=approx)
+        chunk._nbytes = b.nbytes
+        return chunk
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -293,10 +297,12 @@ class Subscriber:
         return out
 
     async def get(self, timeout: float | None = None) -> list[Any]:
-        """Wait up to ``timeout`` seconds for something to read; returns [] on timeout."""
+        """Wait up to ``timeout`` seconds for something to read; returns [] on timeout. (``asyncio.timeout``
+        rather than ``wait_for``: no task is made for every wait, and a reader waits once per result batch.)"""
         if not self.items and self.closed is None:
             try:
-                await asyncio.wait_for(self._event.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
             except TimeoutError:
                 return []
         return self.take()
