@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from synopses.sort_order import stable_argsort
+
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
 SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
@@ -135,7 +137,7 @@ class IntExtremes:
         gids = g_s[row_lo]                                   # ascending: the batch is sorted by group
         if len(self.lg):
             idx = np.flatnonzero(np.isin(self.lg, gids))
-            idx = idx[np.argsort(self.lg[idx], kind="stable")]
+            idx = idx[stable_argsort(self.lg[idx])]
             lg = self.lg[idx]
             l_lo = np.searchsorted(lg, gids, side="left")
             l_hi = np.searchsorted(lg, gids, side="right")

@@ -31,6 +31,7 @@ import numpy as np
 
 from synopses.base import Synopsis, array_bytes, rows_bytes
 from synopses.rowcodes import row_codes, segments
+from synopses.sort_order import stable_argsort
 
 _EMPTY = np.empty(0, dtype=np.int64)
 OLD = np.iinfo(np.int64).min        # entered before the release at hand
@@ -211,11 +212,11 @@ class SortedRunIndexSynopsis(Synopsis):
             e1 = e0 + n_ins
             if e1 - s0 <= SMALL:            # one sort of the few rows held beats merging runs
                 codes = log.seq_codes(s0, e1)
-                order = codes.argsort(kind="stable")
+                order = stable_argsort(codes)
                 self.runs = [_Run(codes[order], order + s0, s0)]
             else:
                 codes = log.seq_codes(e0, e1)
-                order = codes.argsort(kind="stable")
+                order = stable_argsort(codes)
                 self.runs.append(_Run(codes[order], order + e0, e0))
                 self._tidy()
         return Staged(s0, e0, e0 + n_ins, rel.victims, rel.victims + rel.dead, rel.ins_ts, rel.del_ts)
@@ -275,7 +276,7 @@ class SortedRunIndexSynopsis(Synopsis):
             else:
                 seq = np.arange(log.head, log.tail, dtype=np.int64)
                 codes = log.live_codes()
-                order = np.argsort(codes, kind="stable")
+                order = stable_argsort(codes)
                 self.table = _Signed(codes[order], np.ones(len(order), np.int8), seq[order],
                                      [c[order] for c in log.live_cols()], True)
             self.next_seq = log.tail if log is not None else 0
@@ -320,12 +321,12 @@ class SortedRunIndexSynopsis(Synopsis):
             return False
         self.table, self.log, self.runs = None, None, []
         if t.known:
-            order = np.argsort(t.seq, kind="stable")
+            order = stable_argsort(t.seq)
             self.log = _Log(t.cols)
             codes = t.codes[order]
             self.log.append(codes, [c[order] for c in t.cols])
             if len(codes):
-                by_code = np.argsort(codes, kind="stable")
+                by_code = stable_argsort(codes)
                 self.runs = [_Run(codes[by_code], self.log.head + by_code, self.log.head)]
         return True
 
@@ -341,7 +342,7 @@ class _Signed:
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
-        order = np.argsort(codes, kind="stable")
+        order = stable_argsort(codes)
         sign, codes, seq = sign[order], codes[order], seq[order]
         cols = [c[order] for c in cols]
         if not len(self.codes):
@@ -363,7 +364,7 @@ class _Signed:
         lengths = np.diff(np.append(starts, len(order)))
         rank = np.arange(len(order)) - np.repeat(starts, lengths)
         idx = order[rank < np.repeat(net, lengths)]
-        idx = idx[np.argsort(self.codes[idx], kind="stable")]
+        idx = idx[stable_argsort(self.codes[idx])]
         self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
         self.sign = np.ones(len(idx), dtype=np.int8)
         self.negatives = 0
@@ -404,7 +405,7 @@ class _Run:
         seqs = np.concatenate([r.seqs for r in runs])
         live = seqs >= head
         codes, seqs = codes[live], seqs[live]
-        order = np.argsort(codes, kind="stable")
+        order = stable_argsort(codes)
         return _Run(codes[order], seqs[order], max(head, min(r.low for r in runs)))
 
 

@@ -59,6 +59,7 @@ from dsms.operators.binary import BinaryOperator
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, row_codes
+from synopses.sort_order import stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand, locate
 
 PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
@@ -85,6 +86,7 @@ class JoinOp(BinaryOperator):
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
+        self._memo: dict[int, tuple[Batch, np.ndarray]] = {}   # id(batch) -> its codes, within one release
 
     # ---------------------------------------------------------------- windows fused into the join
 
@@ -222,8 +224,11 @@ class JoinOp(BinaryOperator):
                 parts[side] = (dels, ins)
         self.more = None
         if parts:
-            parts = self._bounded(parts)
-            self.process(parts)
+            try:
+                parts = self._bounded(parts)
+                self.process(parts)
+            finally:
+                self._memo.clear()
 
     # ---------------------------------------------------------------- bounded runs
 
@@ -253,6 +258,8 @@ class JoinOp(BinaryOperator):
         held = [len(self.sides[0]), len(self.sides[1])]
         if n_rel[0] * (held[1] + n_rel[1]) + n_rel[1] * (held[0] + n_rel[0]) <= PAIR_BUDGET:
             return parts                                   # cannot pass the budget: the usual release
+        if self._pairs_bound(comps) <= PAIR_BUDGET:
+            return parts                                   # counted by key: within the budget after all
         ts = np.concatenate([b.ts for _, _, b in comps])
         comp = np.concatenate([np.full(len(b), k) for k, (_, _, b) in enumerate(comps)])
         row = np.concatenate([np.arange(len(b)) for _, _, b in comps])
@@ -266,7 +273,7 @@ class JoinOp(BinaryOperator):
         pos = np.concatenate([base[k] + np.arange(n) for k, n in enumerate(head.tolist())])
         rank = np.empty(len(ts), dtype=np.int64)
         rank[order] = np.arange(len(order))
-        m_order = rank[pos].argsort(kind="stable")       # rows of ``sub`` (concatenated) in time order
+        m_order = stable_argsort(rank[pos])       # rows of ``sub`` (concatenated) in time order
         side_of = np.array([s for s, _, _ in comps])[comp[pos]][m_order]
         codes = [self._codes(s, b) for s, _, b in sub]
         code = np.concatenate(codes)[m_order]
@@ -317,8 +324,38 @@ class JoinOp(BinaryOperator):
                 del out[side]
         return out
 
+    def _pairs_bound(self, comps: list[tuple[int, int, Batch]]) -> int:
+        """An upper bound on the pairs the whole release takes part in, counted by key without ordering it:
+        each released row's matches among the other side's held rows, plus every pair of released rows of
+        the two sides with equal keys. A release of many rows with few matches each (a window's turnover
+        against a MAX of one row, bids against the one auction each names) is applied whole instead of in
+        ``RELEASE_ROWS`` slices each weighed by a sort of the whole release."""
+        codes: list[list[np.ndarray]] = [[], []]
+        total = 0
+        for side, _, b in comps:
+            c = self._codes(side, b)
+            codes[side].append(c)
+            total += int(self._matches(1 - side, c).sum())
+            if total > PAIR_BUDGET:
+                return total
+        if codes[0] and codes[1]:
+            left = np.sort(np.concatenate(codes[0]))
+            right = np.concatenate(codes[1])
+            total += int((np.searchsorted(left, right, side="right")
+                          - np.searchsorted(left, right, side="left")).sum())
+        return total
+
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
-        """An int64 per row, equal for equal join keys across both sides."""
+        """An int64 per row, equal for equal join keys across both sides (computed once per batch and
+        release: ``_pairs_bound`` and ``process`` both need them)."""
+        got = self._memo.get(id(batch))
+        if got is not None and got[0] is batch:
+            return got[1]
+        codes = self._codes_of(side, batch)
+        self._memo[id(batch)] = (batch, codes)
+        return codes
+
+    def _codes_of(self, side: int, batch: Batch) -> np.ndarray:
         keys = self.keys[side]
         n = len(batch)
         if not keys:
@@ -425,7 +462,7 @@ class JoinOp(BinaryOperator):
         if not n_ins + n_del:
             return
         ts = np.concatenate([start[ii], end[dd]])
-        o = ts.argsort(kind="stable")
+        o = stable_argsort(ts)
         sign = np.ones(n_ins + n_del, np.int8)
         sign[n_ins:] = -1
         rows = np.concatenate([ii, dd])[o]
@@ -447,7 +484,7 @@ class JoinOp(BinaryOperator):
                 outs.append(self._joined(side, mine, theirs, mine.ts, sign))
         if len(got) == 2:
             lb, rb = got[0], got[1]
-            o = np.argsort(codes[1], kind="stable")
+            o = stable_argsort(codes[1])
             lo = np.searchsorted(codes[1][o], codes[0], side="left")
             cnt = np.searchsorted(codes[1][o], codes[0], side="right") - lo
             pidx, tidx = expand(lo, cnt)
@@ -458,7 +495,7 @@ class JoinOp(BinaryOperator):
         if outs:
             out = outs[0] if len(outs) == 1 else concat(outs)
             if len(outs) > 1 or len(got) == 2:         # pairs of new deltas carry the later timestamp
-                out = out.take(np.argsort(out.ts, kind="stable"))
+                out = out.take(stable_argsort(out.ts))
             if self.predicate is not None:
                 out = out.take(self.predicate(colmap(out), len(out)))
             self.emit(out)

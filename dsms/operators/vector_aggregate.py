@@ -31,6 +31,7 @@ from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds
 from synopses.int_extremes import IntExtremes
 from synopses.rowcodes import row_codes
+from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
@@ -174,7 +175,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         n = len(batch)
         gid = self._gids(batch)
         # by group, time order (and arrival order) kept within; small ids sort by radix as int16
-        order = _stable_order(gid)
+        order = stable_argsort(gid)
         g_s = gid[order]
         t_s = batch.ts[order]
         sign = batch.sign[order].astype(np.int64)
@@ -265,7 +266,7 @@ class VectorAggregateOp(FinalInstantsOperator):
             return
         # segments are in (group, instant) order; a stable sort by instant gives (instant, group) order,
         # and each segment emits its delete before its insert
-        o = _stable_order(seg_t)
+        o = stable_argsort(seg_t)
         d_o, i_o = dele[o], ins[o]
         cnt = d_o.astype(np.int64) + i_o
         seg = np.repeat(o, cnt)
@@ -296,8 +297,3 @@ def _grown(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def _stable_order(v: np.ndarray) -> np.ndarray:
-    """``argsort(v, kind="stable")`` for integers, by radix sort (as int16) when their span allows."""
-    if len(v) and int(v.max()) - int(v.min()) < 2**15:
-        return np.argsort((v - v.min()).astype(np.int16), kind="stable")
-    return np.argsort(v, kind="stable")
