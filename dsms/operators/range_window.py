@@ -103,8 +103,12 @@ class RangeWindowOp(Operator):
             ins_t = _ceil_to(ts, self.slide)
             del_t = _end_to(_end(ts, size), self.slide)
             keep = ins_t < del_t
-            ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
-            dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])
+            if keep.all():                  # a tumbling or sliding window: every element enters it
+                ins = Batch(ins_t, batch.sign, batch.cols)
+                dele = Batch(del_t, -batch.sign, batch.cols)
+            else:
+                ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
+                dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])
         if len(ins):
             self.pending_ins.append(ins)
             if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
@@ -141,6 +145,11 @@ class RangeWindowOp(Operator):
             self.out_dels += dels
             self.out_ins += ins
             self.fused_rows_out += rows
+            return
+        if evicted is None and (not dels or not ins or dels[-1].ts[-1] <= ins[0].ts[0]):
+            for b in dels + ins:            # in time order already: passed on as they are, not copied into one
+                self.window_rows += int(b.sign.sum())
+                self.emit(b)
             return
         out = dels + ins + ([evicted] if evicted is not None else [])
         if out:
