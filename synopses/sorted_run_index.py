@@ -290,7 +290,7 @@ class SortedRunIndexSynopsis(Synopsis):
             pidx, seq = self.find(codes)
             return pidx, (self.gather(seq) if self.log is not None else []), None
         t = self.table
-        pidx, tidx = expand(*locate(t.codes, codes))
+        pidx, tidx = expand(*t.locate(codes))
         return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
@@ -339,6 +339,15 @@ class _Signed:
         self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
         self.known = known           # whether the columns' types are known (a row was seen)
         self.negatives = 0
+        self._probe: _Run | None = None      # ``codes`` as a run, for its probe tables (rebuilt when they change)
+
+    def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each probe code, the first position of an equal code in the table and how many there are."""
+        if not len(self.codes) or not len(codes):
+            return locate(self.codes, codes)
+        if self._probe is None or self._probe.codes is not self.codes:
+            self._probe = _Run(self.codes, self.seq, 0)
+        return self._probe.locate(codes)
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
@@ -375,20 +384,33 @@ class _Run:
     begins, so that a probe costs one binary search (or one lookup when the codes span a small range). No
     sequence number in it is below ``low``, so a probe for rows from ``low`` on need not filter."""
 
-    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds")
+    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts")
 
     def __init__(self, codes: np.ndarray, seqs: np.ndarray, low: int) -> None:
         self.codes, self.seqs, self.low = codes, seqs, low
         self._keys: np.ndarray | None = None
+        self._starts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.codes)
 
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each probe code, the first position of an equal code and how many there are."""
+        """For each probe code, the first position of an equal code and how many there are. A run is never
+        changed once built, so what a probe needs besides the codes is built once, on first need: where each
+        code of the span begins (codes spanning a small range), or the distinct codes and their bounds."""
         table = self.codes
-        if int(table[-1]) - int(table[0]) < 4 * (len(table) + len(codes)) + 256:
-            return locate(table, codes)
+        lo_code = int(table[0])
+        span = int(table[-1]) - lo_code + 1
+        if span <= 4 * len(table) + 256:
+            if self._starts is None:
+                # one bucket per code of the span, then an empty one that every probe outside it looks up
+                # (its offset from ``lo_code``, read unsigned, is at least ``span``; see ``locate``)
+                counts = np.bincount(table - lo_code, minlength=span + 1)
+                self._starts = np.concatenate([[0], counts.cumsum()])
+            starts = self._starts
+            rel = np.minimum((codes - lo_code).view(np.uint64), span)
+            first = starts[rel]
+            return first, starts[rel + 1] - first
         if self._keys is None:           # distinct codes and where each begins, built on first need
             first = np.flatnonzero(table[1:] != table[:-1]) + 1
             self._keys = table[np.concatenate([[0], first])]

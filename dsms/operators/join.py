@@ -60,7 +60,7 @@ from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, row_codes
 from synopses.sort_order import stable_argsort
-from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand, locate
+from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
 PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
 RELEASE_ROWS = 1 << 13      # released rows weighed per run (the oldest; the rest waits for a later run)
@@ -84,6 +84,7 @@ class JoinOp(BinaryOperator):
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
+        self.pack_bits: list[int] | None = None          # their bit fields when packed (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
         self._memo: dict[int, tuple[Batch, np.ndarray]] = {}   # id(batch) -> its codes, within one release
@@ -237,7 +238,7 @@ class JoinOp(BinaryOperator):
         are not tidied away yet count too: an upper bound)."""
         index = self.sides[side]
         if index.table is not None:
-            return locate(index.table.codes, codes)[1]
+            return index.table.locate(codes)[1]
         cnt = np.zeros(len(codes), dtype=np.int64)
         if index.log is not None:
             for r in index.runs:
@@ -377,17 +378,39 @@ class JoinOp(BinaryOperator):
         return ids[inv.reshape(-1)]
 
     def _int_codes(self, cols: list[np.ndarray]) -> np.ndarray:
-        """Codes for keys of several integer columns with no Python per key: each column's values get dense ids
-        (one persistent hash table per key position, shared by both sides), and the ids are combined pairwise
-        into dense ids again (each below 2**31: that many distinct keys would not fit in memory anyway)."""
+        """Codes for keys of several integer columns with no Python per key, dense so that the index's sorts
+        and probes take their fast paths (``stable_argsort``, ``locate``).
+
+        A key whose values are nonnegative and fit bit fields fixed at the first batch (each column the bits
+        its largest value there needs, plus the spare bits of 63 shared out: (auction id, bid time) packs
+        into 17 + 46 bits) is packed into one int64 and given a dense id by one persistent hash table
+        (``IntIds``): code ``id``. Any other key goes the general way: each column's values get dense ids
+        (one table per key position), combined pairwise into dense ids again (each below 2**31: that many
+        distinct keys would not fit in memory anyway): code ``-1 - id``. Whether a key packs depends on its
+        values alone, so equal keys always get the same code, on both sides and in every batch."""
         k = len(cols)
         if self.int_key_ids is None:
-            self.int_key_ids = [IntIds() for _ in range(2 * k - 1)]
+            self.int_key_ids = [IntIds() for _ in range(2 * k)]
+            self.pack_bits = _pack_bits(cols)
         tables = self.int_key_ids
-        code = tables[0].ids(cols[0])
+        fits = None
+        if self.pack_bits is not None:
+            fits = np.ones(len(cols[0]), dtype=bool)
+            for c, w in zip(cols, self.pack_bits):
+                fits &= (c >= 0) & (c < (1 << w))
+            if fits.all():
+                return tables[-1].ids(_packed(cols, self.pack_bits))
+        rest = cols if fits is None else [c[~fits] for c in cols]
+        code = tables[0].ids(rest[0])
         for j in range(1, k):
-            code = tables[k + j - 1].ids(code * (1 << 31) + tables[j].ids(cols[j]))
-        return code
+            code = tables[k + j - 1].ids(code * (1 << 31) + tables[j].ids(rest[j]))
+        code = -1 - code
+        if fits is None or not fits.any():
+            return code
+        out = np.empty(len(cols[0]), dtype=np.int64)
+        out[~fits] = code
+        out[fits] = tables[-1].ids(_packed([c[fits] for c in cols], self.pack_bits))
+        return out
 
     def process(self, parts: dict[int, Batch | tuple[Batch | None, Batch | None]]) -> None:
         """Apply the released deltas of each side: a batch of signed rows, or a fused window's deletes and
@@ -507,6 +530,31 @@ class JoinOp(BinaryOperator):
         """Joined rows: left columns then right, whichever side ``mine`` came from."""
         cols = mine.cols + theirs if side == 0 else theirs + mine.cols
         return Batch(ts, sign.astype(np.int8, copy=False), cols)
+
+
+def _pack_bits(cols: list[np.ndarray]) -> list[int] | None:
+    """Bit fields for packing keys of these integer columns into an int64: per column the bits of its
+    largest value, the spare bits of 63 shared out evenly. None when a value is negative or they do not fit.
+
+    >>> _pack_bits([np.array([1000, 1500]), np.array([2**40, 5])])
+    [16, 46]
+    """
+    if not len(cols[0]) or any(int(c.min()) < 0 for c in cols):
+        return None
+    need = [max(1, int(c.max()).bit_length()) for c in cols]
+    spare = 63 - sum(need)
+    if spare < 0:
+        return None
+    return [b + spare // len(cols) for b in need]
+
+
+def _packed(cols: list[np.ndarray], bits: list[int]) -> np.ndarray:
+    """The keys packed into one int64 each: the first column's value in the high bits."""
+    out = cols[0].astype(np.int64)
+    for c, w in zip(cols[1:], bits[1:]):
+        out <<= w
+        out |= c.astype(np.int64, copy=False)
+    return out
 
 
 def _joined(parts: list[Batch]) -> Batch | None:
