@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synopses.sort_order import stable_argsort
+from synopses.sort_order import stable_argsort, stable_lexsort2
 
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
@@ -228,7 +228,7 @@ class IntExtremes:
         if len(self.lg) + self.tail_rows > 2 * self.netted + NET_MIN:
             self._join_tail()
             one = self.lg[0] == self.lg.min() == self.lg.max()
-            order = np.argsort(self.lv) if one else np.lexsort((self.lv, self.lg))
+            order = np.argsort(self.lv) if one else stable_lexsort2(self.lv, self.lg)
             g, v, c = self.lg[order], self.lv[order], self.lc[order]
             start = np.ones(len(g), dtype=bool)
             start[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])

@@ -58,7 +58,7 @@ from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
-from synopses.rowcodes import IntIds, row_codes
+from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
@@ -391,7 +391,7 @@ class JoinOp(BinaryOperator):
         k = len(cols)
         if self.int_key_ids is None:
             self.int_key_ids = [IntIds() for _ in range(2 * k)]
-            self.pack_bits = _pack_bits(cols)
+            self.pack_bits = pack_bits(cols)
         tables = self.int_key_ids
         fits = None
         if self.pack_bits is not None:
@@ -399,7 +399,7 @@ class JoinOp(BinaryOperator):
             for c, w in zip(cols, self.pack_bits):
                 fits &= (c >= 0) & (c < (1 << w))
             if fits.all():
-                return tables[-1].ids(_packed(cols, self.pack_bits))
+                return tables[-1].ids(packed(cols, self.pack_bits))
         rest = cols if fits is None else [c[~fits] for c in cols]
         code = tables[0].ids(rest[0])
         for j in range(1, k):
@@ -409,7 +409,7 @@ class JoinOp(BinaryOperator):
             return code
         out = np.empty(len(cols[0]), dtype=np.int64)
         out[~fits] = code
-        out[fits] = tables[-1].ids(_packed([c[fits] for c in cols], self.pack_bits))
+        out[fits] = tables[-1].ids(packed([c[fits] for c in cols], self.pack_bits))
         return out
 
     def process(self, parts: dict[int, Batch | tuple[Batch | None, Batch | None]]) -> None:
@@ -530,31 +530,6 @@ class JoinOp(BinaryOperator):
         """Joined rows: left columns then right, whichever side ``mine`` came from."""
         cols = mine.cols + theirs if side == 0 else theirs + mine.cols
         return Batch(ts, sign.astype(np.int8, copy=False), cols)
-
-
-def _pack_bits(cols: list[np.ndarray]) -> list[int] | None:
-    """Bit fields for packing keys of these integer columns into an int64: per column the bits of its
-    largest value, the spare bits of 63 shared out evenly. None when a value is negative or they do not fit.
-
-    >>> _pack_bits([np.array([1000, 1500]), np.array([2**40, 5])])
-    [16, 46]
-    """
-    if not len(cols[0]) or any(int(c.min()) < 0 for c in cols):
-        return None
-    need = [max(1, int(c.max()).bit_length()) for c in cols]
-    spare = 63 - sum(need)
-    if spare < 0:
-        return None
-    return [b + spare // len(cols) for b in need]
-
-
-def _packed(cols: list[np.ndarray], bits: list[int]) -> np.ndarray:
-    """The keys packed into one int64 each: the first column's value in the high bits."""
-    out = cols[0].astype(np.int64)
-    for c, w in zip(cols[1:], bits[1:]):
-        out <<= w
-        out |= c.astype(np.int64, copy=False)
-    return out
 
 
 def _joined(parts: list[Batch]) -> Batch | None:

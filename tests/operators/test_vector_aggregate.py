@@ -210,6 +210,9 @@ EXTREME_QUERIES = [
     "SELECT k, MAX(i) AS hi FROM S [ROWS 4] GROUP BY k",
     # insert-only: every group takes the running-maximum path
     "SELECT k, MAX(i) AS hi, MIN(i) AS lo FROM S GROUP BY k",
+    # two INT key columns: packed keys with one id table while they fit the fields fixed at the first batch,
+    # then (a negative or a far key) every key handed over to the dict of key tuples
+    "SELECT k, i, COUNT(*) AS c, MAX(i) AS hi FROM S [RANGE 7] WHERE i >= 0 GROUP BY k, i",
 ]
 
 
