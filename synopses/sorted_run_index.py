@@ -422,7 +422,26 @@ class _Run:
 
     @staticmethod
     def merge(runs: list[_Run], head: int) -> _Run:
-        """One run from several (oldest first), without the entries of rows before ``head`` (gone)."""
+        """One run from several (oldest first), without the entries of rows before ``head`` (gone). Two runs
+        are merged by binary search of the newer one's codes in the older one (``_Merge``: O(n), not a sort);
+        equal codes keep the older run's entries first either way."""
+        if len(runs) == 2:
+            old, new = runs
+            oc, os_ = old.codes, old.seqs
+            if old.low < head:
+                live = os_ >= head
+                if not live.all():
+                    oc, os_ = oc[live], os_[live]
+            nc, ns = new.codes, new.seqs
+            if new.low < head:
+                live = ns >= head
+                if not live.all():
+                    nc, ns = nc[live], ns[live]
+            low = max(head, min(old.low, new.low))
+            if not len(oc) or not len(nc):
+                return _Run(nc, ns, low) if len(nc) else _Run(oc, os_, low)
+            m = _Merge(oc, nc)
+            return _Run(m(oc, nc), m(os_, ns), low)
         codes = np.concatenate([r.codes for r in runs])
         seqs = np.concatenate([r.seqs for r in runs])
         live = seqs >= head

@@ -178,3 +178,26 @@ def test_run_probes_built_once_find_what_a_binary_search_finds(offsets, base, pr
         left, right = np.searchsorted(table, codes, "left"), np.searchsorted(table, codes, "right")
         assert cnt.tolist() == (right - left).tolist()
         assert first[cnt > 0].tolist() == left[cnt > 0].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30), st.lists(st.integers(0, 6), max_size=30), st.integers(0, 70))
+def test_two_runs_merge_as_the_sorted_concatenation(old_codes, new_codes, head):
+    """Two runs merge by binary search (``_Merge``) into exactly the run a stable sort of their concatenation
+    gives (the older run's entries first among equal codes), without the entries of rows before ``head``."""
+    Run = sorted_run_index._Run
+
+    def run(codes, first):
+        codes = np.array(codes, dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        return Run(codes[order], first + order, first)
+
+    old, new = run(old_codes, 0), run(new_codes, len(old_codes))
+    merged = Run.merge([old, new], head)
+    codes = np.concatenate([old.codes, new.codes])
+    seqs = np.concatenate([old.seqs, new.seqs])
+    live = seqs >= head
+    order = np.argsort(codes[live], kind="stable")
+    assert merged.codes.tolist() == codes[live][order].tolist()
+    assert merged.seqs.tolist() == seqs[live][order].tolist()
+    assert (merged.seqs >= merged.low).all()           # a probe from ``low`` on need not filter
