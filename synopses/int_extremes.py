@@ -146,13 +146,25 @@ class IntExtremes:
             l_lo = l_hi = np.zeros(len(gids), dtype=I64)
         row_hi = ends[seg_hi - 1] + 1
         size = (l_hi - l_lo) + (row_hi - row_lo)
-        small = size <= SMALL
+        single = (seg_hi - seg_lo) == 1
+        if single.any():                 # one segment in the batch: its extreme from the group's net multiset
+            self._single(v, sign, g_s, gi, idx, dgi, gids, single, seg_lo, new_cnt, new)
+        small = (size <= SMALL) & ~single
         if small.any():
-            self._small(self.lv[idx].tolist(), self.lc[idx].tolist(), v.tolist(), sign.tolist(), ends.tolist(),
-                        new_cnt.tolist(), new, zip(l_lo[small].tolist(), l_hi[small].tolist(),
-                                                   row_lo[small].tolist(), seg_lo[small].tolist(),
-                                                   seg_hi[small].tolist()))
-        for k in np.flatnonzero(~small).tolist():
+            # only the rows of the small groups become Python lists: log rows and batch rows renumbered
+            sm = np.flatnonzero(small)
+            lsel = np.isin(lg, gids[sm]) if len(idx) else np.zeros(0, dtype=bool)
+            lcs = np.concatenate([[0], np.cumsum(lsel)])
+            mark = np.zeros(int(gi[-1]) + 1, dtype=bool)
+            mark[dgi[sm]] = True
+            bsel = mark[gi]
+            bcs = np.concatenate([[0], np.cumsum(bsel)])
+            rows = idx[lsel]
+            self._small(self.lv[rows].tolist(), self.lc[rows].tolist(), v[bsel].tolist(), sign[bsel].tolist(),
+                        (bcs[ends + 1] - 1).tolist(), new_cnt.tolist(), new,
+                        zip(lcs[l_lo[sm]].tolist(), lcs[l_hi[sm]].tolist(), bcs[row_lo[sm]].tolist(),
+                            seg_lo[sm].tolist(), seg_hi[sm].tolist()))
+        for k in np.flatnonzero(~small & ~single).tolist():
             gid = int(gids[k])
             lv, lc = self.lv[idx[l_lo[k]:l_hi[k]]], self.lc[idx[l_lo[k]:l_hi[k]]]
             cur = int(self.ext[gid]) if had_first[dgi[k]] else None
@@ -181,6 +193,44 @@ class IntExtremes:
                         cur = max(cur, ib) if self.want_max else min(cur, ib)
                 new[s] = 0 if cur is None else cur
                 lo = hi
+
+    def _single(self, v, sign, g_s, gi, idx, dgi, gids, single, seg_lo, new_cnt, new) -> None:
+        """The extremes of the groups with deletes that have one segment in the batch (the usual case: a
+        relation's groups change at one instant per batch), all at once: the log rows and batch rows of these
+        groups are netted per (group, value) by one sort, and each group's extreme is its best value left
+        with a positive count (written into ``new``)."""
+        k = np.flatnonzero(single)
+        want = gids[k]
+        in_log = np.isin(self.lg[idx], want) if len(idx) else np.zeros(0, dtype=bool)
+        lrows = idx[in_log]
+        mark = np.zeros(int(gi[-1]) + 1, dtype=bool)
+        mark[dgi[k]] = True
+        brows = np.flatnonzero(mark[gi])
+        g = np.concatenate([self.lg[lrows], g_s[brows]])
+        val = np.concatenate([self.lv[lrows], v[brows]])
+        cnt = np.concatenate([self.lc[lrows], sign[brows]])
+        order = _by_group_value(g, val)
+        g, val, cnt = g[order], val[order], cnt[order]
+        start = np.ones(len(g), dtype=bool)
+        start[1:] = (g[1:] != g[:-1]) | (val[1:] != val[:-1])
+        at = np.flatnonzero(start)
+        net = np.add.reduceat(cnt, at)
+        pos = net > 0
+        pg, pv = g[at][pos], val[at][pos]                  # present values, by group then value ascending
+        if self.want_max:
+            pick = np.ones(len(pg), dtype=bool)
+            pick[:-1] = pg[1:] != pg[:-1]                  # each group's last (largest) value
+        else:
+            pick = np.ones(len(pg), dtype=bool)
+            pick[1:] = pg[1:] != pg[:-1]                   # each group's first (smallest) value
+        best_g, best_v = pg[pick], pv[pick]
+        segs = seg_lo[k]
+        where = np.searchsorted(best_g, want)
+        found = (where < len(best_g)) & (best_g[np.minimum(where, max(len(best_g) - 1, 0))] == want) \
+            if len(best_g) else np.zeros(len(want), dtype=bool)
+        out = np.zeros(len(want), dtype=I64)
+        out[found] = best_v[where[found]]
+        new[segs] = np.where(new_cnt[segs] > 0, out, 0)
 
     def _small(self, lv: list, lc: list, v: list, sign: list, ends: list, new_cnt: list, new: np.ndarray,
                groups) -> None:
@@ -237,3 +287,15 @@ class IntExtremes:
             keep = net != 0
             self.lg, self.lv, self.lc = g[at][keep], v[at][keep], net[keep]
             self.netted = len(self.lg)
+
+
+def _by_group_value(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """An order of the rows by (group, value) (not stable: equal pairs are summed). One sort of the pair
+    packed into an int64 when their spans fit, else a lexsort."""
+    if not len(g):
+        return np.arange(0)
+    glo, vlo = int(g.min()), int(v.min())
+    gbits, vbits = (int(g.max()) - glo).bit_length(), (int(v.max()) - vlo).bit_length()
+    if gbits + vbits <= 62:
+        return np.argsort(((g - glo) << vbits) | (v - vlo))
+    return np.lexsort((v, g))
