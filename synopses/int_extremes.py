@@ -28,6 +28,8 @@ from synopses.sort_order import stable_argsort, stable_lexsort2
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
 SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
+SINGLE_MAX = 4096    # ... and with one segment in the batch, up to this many rows, netted by one sort of all
+                     # such groups (``_single``); a larger group recomputes from a partition, not a sort
 
 
 class IntExtremes:
@@ -146,7 +148,7 @@ class IntExtremes:
             l_lo = l_hi = np.zeros(len(gids), dtype=I64)
         row_hi = ends[seg_hi - 1] + 1
         size = (l_hi - l_lo) + (row_hi - row_lo)
-        single = (seg_hi - seg_lo) == 1
+        single = ((seg_hi - seg_lo) == 1) & (size <= SINGLE_MAX)
         if single.any():                 # one segment in the batch: its extreme from the group's net multiset
             self._single(v, sign, g_s, gi, idx, dgi, gids, single, seg_lo, new_cnt, new)
         small = (size <= SMALL) & ~single
