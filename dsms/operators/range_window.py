@@ -27,6 +27,7 @@ def _ceil_to(x: np.ndarray, s: int) -> np.ndarray:
 # reaches NEVER: a delete stamped NEVER is one that never happens. Window ends saturate at NEVER, so that a size
 # beyond 2**62 (`RANGE 100000000000 DAYS` is 8.64e18 ticks) cannot wrap around int64.
 NEVER = 2**62 + 1
+PASS_ROWS = 1 << 16     # a release of this many rows in time order goes out as its batches, not merged into one
 
 
 def _end(ts: np.ndarray, size) -> np.ndarray:
@@ -146,8 +147,11 @@ class RangeWindowOp(Operator):
             self.out_ins += ins
             self.fused_rows_out += rows
             return
-        if evicted is None and (not dels or not ins or dels[-1].ts[-1] <= ins[0].ts[0]):
-            for b in dels + ins:            # in time order already: passed on as they are, not copied into one
+        if (evicted is None and len(dels) + len(ins) > 1 and (not dels or not ins or dels[-1].ts[-1] <= ins[0].ts[0])
+                and sum(len(b) for b in dels) + sum(len(b) for b in ins) >= PASS_ROWS):
+            # a large release in time order already (a tumbling window's turnover): its batches are passed on
+            # as they are, not copied into one
+            for b in dels + ins:
                 self.window_rows += int(b.sign.sum())
                 self.emit(b)
             return
