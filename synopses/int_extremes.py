@@ -28,8 +28,9 @@ from synopses.sort_order import stable_argsort, stable_lexsort2
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
 SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
-SINGLE_MAX = 4096    # ... and with one segment in the batch, up to this many rows, netted by one sort of all
-                     # such groups (``_single``); a larger group recomputes from a partition, not a sort
+SINGLE_MAX = 48      # ... but with one segment in the batch, netted by one sort of all such groups instead
+                     # (``_single``); a larger group folds its inserts and recomputes only when its extreme
+                     # leaves, which one sort per batch would cost more than (NEXMark q5's MAX of counts)
 
 
 class IntExtremes:
