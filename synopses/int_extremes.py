@@ -280,9 +280,7 @@ class IntExtremes:
         self.tail_rows += len(g)
         if len(self.lg) + self.tail_rows > 2 * self.netted + NET_MIN:
             self._join_tail()
-            one = self.lg[0] == self.lg.min() == self.lg.max()
-            order = np.argsort(self.lv) if one else stable_lexsort2(self.lv, self.lg)
-            g, v, c = self.lg[order], self.lv[order], self.lc[order]
+            g, v, c = _sorted_log(self.lg, self.lv, self.lc)
             start = np.ones(len(g), dtype=bool)
             start[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
             at = np.flatnonzero(start)
@@ -302,3 +300,26 @@ def _by_group_value(g: np.ndarray, v: np.ndarray) -> np.ndarray:
     if gbits + vbits <= 62:
         return np.argsort(((g - glo) << vbits) | (v - vlo))
     return np.lexsort((v, g))
+
+
+def _sorted_log(g: np.ndarray, v: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The log rows in (group, value) order, for netting. When group, value and count fit one int64 side by
+    side (their spans' bits), one ``np.sort`` of the packed rows does it (the vectorised sort; an argsort and
+    three gathers cost about three times as much on a tumbling window's 276,000 rows); else a lexsort.
+
+    >>> [a.tolist() for a in _sorted_log(np.array([1, 0, 1]), np.array([5, 9, 2]), np.array([1, -1, 1]))]
+    [[0, 1, 1], [9, 2, 5], [-1, 1, 1]]
+    """
+    if not len(g):
+        return g, v, c
+    lo = [int(a.min()) for a in (g, v, c)]
+    bits = [(int(a.max()) - m).bit_length() for a, m in zip((g, v, c), lo)]
+    if sum(bits) > 63:
+        order = stable_lexsort2(v, g)
+        return g[order], v[order], c[order]
+    key = (g - lo[0]).astype(I64) << (bits[1] + bits[2])
+    key |= (v - lo[1]).astype(I64) << bits[2]
+    key |= (c - lo[2]).astype(I64)
+    key.sort()
+    mask_v, mask_c = (1 << bits[1]) - 1, (1 << bits[2]) - 1
+    return ((key >> (bits[1] + bits[2])) + lo[0], ((key >> bits[2]) & mask_v) + lo[1], (key & mask_c) + lo[2])
