@@ -218,13 +218,16 @@ class SortedRunIndexSynopsis(Synopsis):
                 codes = log.seq_codes(e0, e1)
                 order = stable_argsort(codes)
                 self.runs.append(_Run(codes[order], order + e0, e0))
-                self._tidy()
         return Staged(s0, e0, e0 + n_ins, rel.victims, rel.victims + rel.dead, rel.ins_ts, rel.del_ts)
 
     def adopt(self, staged: Staged) -> None:
-        """Finish a staged release: its victims, and its inserts that left within it, leave the log."""
+        """Finish a staged release: its victims, and its inserts that left within it, leave the log; then the
+        runs are tidied (after the drop, so that merging leaves out the victims' entries: a tumbling window's
+        turnover then merges nothing)."""
         if staged.n_del:
             self.log.drop(staged.n_del)
+        if len(self.runs) > 1:
+            self._tidy()
 
     def find(self, codes: np.ndarray, lo: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(probe index, sequence number) of every indexed row with an equal key and a sequence number from
