@@ -32,6 +32,50 @@ def row_codes(cols: list[np.ndarray]) -> np.ndarray | None:
     return code
 
 
+def pack_bits(cols: list[np.ndarray]) -> list[int] | None:
+    """Bit fields for packing keys of these integer columns into an int64: per column the bits of its
+    largest value, the spare bits of 63 shared out evenly. None when a value is negative or they do not fit.
+
+    >>> pack_bits([np.array([1000, 1500]), np.array([2**40, 5])])
+    [16, 46]
+    """
+    if not len(cols[0]) or any(int(c.min()) < 0 for c in cols):
+        return None
+    need = [max(1, int(c.max()).bit_length()) for c in cols]
+    spare = 63 - sum(need)
+    if spare < 0:
+        return None
+    return [b + spare // len(cols) for b in need]
+
+
+def packed(cols: list[np.ndarray], bits: list[int]) -> np.ndarray:
+    """The keys packed into one int64 each, the first column's value in the high bits (so that packed keys
+    sort as the keys do, column by column); ``unpacked`` undoes it.
+
+    >>> packed([np.array([1, 2]), np.array([5, 0])], [3, 4]).tolist()
+    [21, 32]
+    """
+    out = cols[0].astype(np.int64)
+    for c, w in zip(cols[1:], bits[1:]):
+        out <<= w
+        out |= c.astype(np.int64, copy=False)
+    return out
+
+
+def unpacked(keys: np.ndarray, bits: list[int]) -> list[np.ndarray]:
+    """The columns of packed keys (``packed``).
+
+    >>> [c.tolist() for c in unpacked(np.array([21, 32]), [3, 4])]
+    [[1, 2], [5, 0]]
+    """
+    out = []
+    shift = sum(bits)
+    for w in bits:
+        shift -= w
+        out.append((keys >> shift) & ((1 << w) - 1))
+    return out
+
+
 def segments(ts: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sort rows by (ts, code, position); returns (order, starts, ends) of the runs of equal (ts, code)."""
     n = len(ts)

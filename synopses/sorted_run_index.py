@@ -32,6 +32,7 @@ import numpy as np
 from control_tables import Knob, Stat
 from synopses.base import Synopsis, array_bytes, rows_bytes
 from synopses.rowcodes import row_codes, segments
+from synopses.sort_order import stable_argsort
 
 _EMPTY = np.empty(0, dtype=np.int64)
 OLD = np.iinfo(np.int64).min        # entered before the release at hand
@@ -230,19 +231,22 @@ class SortedRunIndexSynopsis(Synopsis):
             e1 = e0 + n_ins
             if e1 - s0 <= SMALL:            # one sort of the few rows held beats merging runs
                 codes = log.seq_codes(s0, e1)
-                order = codes.argsort(kind="stable")
+                order = stable_argsort(codes)
                 self.runs = [_Run(codes[order], order + s0, s0)]
             else:
                 codes = log.seq_codes(e0, e1)
-                order = codes.argsort(kind="stable")
+                order = stable_argsort(codes)
                 self.runs.append(_Run(codes[order], order + e0, e0))
-                self._tidy()
         return Staged(s0, e0, e0 + n_ins, rel.victims, rel.victims + rel.dead, rel.ins_ts, rel.del_ts)
 
     def adopt(self, staged: Staged) -> None:
-        """Finish a staged release: its victims, and its inserts that left within it, leave the log."""
+        """Finish a staged release: its victims, and its inserts that left within it, leave the log; then the
+        runs are tidied (after the drop, so that merging leaves out the victims' entries: a tumbling window's
+        turnover then merges nothing)."""
         if staged.n_del:
             self.log.drop(staged.n_del)
+        if len(self.runs) > 1:
+            self._tidy()
 
     def find(self, codes: np.ndarray, lo: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(probe index, sequence number) of every indexed row with an equal key and a sequence number from
@@ -294,7 +298,7 @@ class SortedRunIndexSynopsis(Synopsis):
             else:
                 seq = np.arange(log.head, log.tail, dtype=np.int64)
                 codes = log.live_codes()
-                order = np.argsort(codes, kind="stable")
+                order = stable_argsort(codes)
                 self.table = _Signed(codes[order], np.ones(len(order), np.int8), seq[order],
                                      [c[order] for c in log.live_cols()], True)
             self.next_seq = log.tail if log is not None else 0
@@ -308,7 +312,7 @@ class SortedRunIndexSynopsis(Synopsis):
             pidx, seq = self.find(codes)
             return pidx, (self.gather(seq) if self.log is not None else []), None
         t = self.table
-        pidx, tidx = expand(*locate(t.codes, codes))
+        pidx, tidx = expand(*t.locate(codes))
         return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
@@ -339,12 +343,12 @@ class SortedRunIndexSynopsis(Synopsis):
             return False
         self.table, self.log, self.runs = None, None, []
         if t.known:
-            order = np.argsort(t.seq, kind="stable")
+            order = stable_argsort(t.seq)
             self.log = _Log(t.cols)
             codes = t.codes[order]
             self.log.append(codes, [c[order] for c in t.cols])
             if len(codes):
-                by_code = np.argsort(codes, kind="stable")
+                by_code = stable_argsort(codes)
                 self.runs = [_Run(codes[by_code], self.log.head + by_code, self.log.head)]
         return True
 
@@ -357,10 +361,19 @@ class _Signed:
         self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
         self.known = known           # whether the columns' types are known (a row was seen)
         self.negatives = 0
+        self._probe: _Run | None = None      # ``codes`` as a run, for its probe tables (rebuilt when they change)
+
+    def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each probe code, the first position of an equal code in the table and how many there are."""
+        if not len(self.codes) or not len(codes):
+            return locate(self.codes, codes)
+        if self._probe is None or self._probe.codes is not self.codes:
+            self._probe = _Run(self.codes, self.seq, 0)
+        return self._probe.locate(codes)
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
-        order = np.argsort(codes, kind="stable")
+        order = stable_argsort(codes)
         sign, codes, seq = sign[order], codes[order], seq[order]
         cols = [c[order] for c in cols]
         if not len(self.codes):
@@ -386,7 +399,7 @@ class _Signed:
         cpos = np.cumsum(pos)
         after = np.repeat(cpos[starts + lengths - 1], lengths) - cpos      # inserts after each, in its row
         idx = order[pos & (after < np.repeat(net, lengths))]
-        idx = idx[np.argsort(self.codes[idx], kind="stable")]
+        idx = idx[stable_argsort(self.codes[idx])]
         self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
         self.sign = np.ones(len(idx), dtype=np.int8)
         self.negatives = 0
@@ -397,20 +410,33 @@ class _Run:
     begins, so that a probe costs one binary search (or one lookup when the codes span a small range). No
     sequence number in it is below ``low``, so a probe for rows from ``low`` on need not filter."""
 
-    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds")
+    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts")
 
     def __init__(self, codes: np.ndarray, seqs: np.ndarray, low: int) -> None:
         self.codes, self.seqs, self.low = codes, seqs, low
         self._keys: np.ndarray | None = None
+        self._starts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.codes)
 
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each probe code, the first position of an equal code and how many there are."""
+        """For each probe code, the first position of an equal code and how many there are. A run is never
+        changed once built, so what a probe needs besides the codes is built once, on first need: where each
+        code of the span begins (codes spanning a small range), or the distinct codes and their bounds."""
         table = self.codes
-        if int(table[-1]) - int(table[0]) < 4 * (len(table) + len(codes)) + 256:
-            return locate(table, codes)
+        lo_code = int(table[0])
+        span = int(table[-1]) - lo_code + 1
+        if span <= 4 * len(table) + 256:
+            if self._starts is None:
+                # one bucket per code of the span, then an empty one that every probe outside it looks up
+                # (its offset from ``lo_code``, read unsigned, is at least ``span``; see ``locate``)
+                counts = np.bincount(table - lo_code, minlength=span + 1)
+                self._starts = np.concatenate([[0], counts.cumsum()])
+            starts = self._starts
+            rel = np.minimum((codes - lo_code).view(np.uint64), span)
+            first = starts[rel]
+            return first, starts[rel + 1] - first
         if self._keys is None:           # distinct codes and where each begins, built on first need
             first = np.flatnonzero(table[1:] != table[:-1]) + 1
             self._keys = table[np.concatenate([[0], first])]
@@ -422,12 +448,31 @@ class _Run:
 
     @staticmethod
     def merge(runs: list[_Run], head: int) -> _Run:
-        """One run from several (oldest first), without the entries of rows before ``head`` (gone)."""
+        """One run from several (oldest first), without the entries of rows before ``head`` (gone). Two runs
+        are merged by binary search of the newer one's codes in the older one (``_Merge``: O(n), not a sort);
+        equal codes keep the older run's entries first either way."""
+        if len(runs) == 2:
+            old, new = runs
+            oc, os_ = old.codes, old.seqs
+            if old.low < head:
+                live = os_ >= head
+                if not live.all():
+                    oc, os_ = oc[live], os_[live]
+            nc, ns = new.codes, new.seqs
+            if new.low < head:
+                live = ns >= head
+                if not live.all():
+                    nc, ns = nc[live], ns[live]
+            low = max(head, min(old.low, new.low))
+            if not len(oc) or not len(nc):
+                return _Run(nc, ns, low) if len(nc) else _Run(oc, os_, low)
+            m = _Merge(oc, nc)
+            return _Run(m(oc, nc), m(os_, ns), low)
         codes = np.concatenate([r.codes for r in runs])
         seqs = np.concatenate([r.seqs for r in runs])
         live = seqs >= head
         codes, seqs = codes[live], seqs[live]
-        order = np.argsort(codes, kind="stable")
+        order = stable_argsort(codes)
         return _Run(codes[order], seqs[order], max(head, min(r.low for r in runs)))
 
 

@@ -59,8 +59,9 @@ from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
-from synopses.rowcodes import IntIds, row_codes
-from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand, locate
+from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
+from synopses.sort_order import stable_argsort
+from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
 PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
 RELEASE_ROWS = 1 << 13      # released rows weighed per run (the oldest; the rest waits for a later run)
@@ -85,8 +86,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
+        self.pack_bits: list[int] | None = None          # their bit fields when packed (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
+        self._memo: dict[int, tuple[Batch, np.ndarray]] = {}   # id(batch) -> its codes, within one release
         self.init_join_kind()
 
     # ---------------------------------------------------------------- windows fused into the join
@@ -234,8 +237,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 parts[side] = part
         self.more = None
         if parts:
-            parts = self._bounded(parts)
-            self.process(parts)
+            try:
+                parts = self._bounded(parts)
+                self.process(parts)
+            finally:
+                self._memo.clear()
         self.applied_until = f if self.more is None else self.more - 1
         for side in (0, 1):
             if self.gates[side] is not None and not self.gated[side] and self.gates[side].drained():
@@ -248,7 +254,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         are not tidied away yet count too: an upper bound)."""
         index = self.sides[side]
         if index.table is not None:
-            return locate(index.table.codes, codes)[1]
+            return index.table.locate(codes)[1]
         cnt = np.zeros(len(codes), dtype=np.int64)
         if index.log is not None:
             for r in index.runs:
@@ -269,6 +275,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         held = [len(self.sides[0]), len(self.sides[1])]
         if n_rel[0] * (held[1] + n_rel[1]) + n_rel[1] * (held[0] + n_rel[0]) <= PAIR_BUDGET:
             return parts                                   # cannot pass the budget: the usual release
+        if self._pairs_bound(comps) <= PAIR_BUDGET:
+            return parts                                   # counted by key: within the budget after all
         ts = np.concatenate([b.ts for _, _, b in comps])
         comp = np.concatenate([np.full(len(b), k) for k, (_, _, b) in enumerate(comps)])
         row = np.concatenate([np.arange(len(b)) for _, _, b in comps])
@@ -282,7 +290,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         pos = np.concatenate([base[k] + np.arange(n) for k, n in enumerate(head.tolist())])
         rank = np.empty(len(ts), dtype=np.int64)
         rank[order] = np.arange(len(order))
-        m_order = rank[pos].argsort(kind="stable")       # rows of ``sub`` (concatenated) in time order
+        m_order = stable_argsort(rank[pos])       # rows of ``sub`` (concatenated) in time order
         side_of = np.array([s for s, _, _ in comps])[comp[pos]][m_order]
         codes = [self._codes(s, b) for s, _, b in sub]
         code = np.concatenate(codes)[m_order]
@@ -336,8 +344,38 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 del out[side]
         return out
 
+    def _pairs_bound(self, comps: list[tuple[int, int, Batch]]) -> int:
+        """An upper bound on the pairs the whole release takes part in, counted by key without ordering it:
+        each released row's matches among the other side's held rows, plus every pair of released rows of
+        the two sides with equal keys. A release of many rows with few matches each (a window's turnover
+        against a MAX of one row, bids against the one auction each names) is applied whole instead of in
+        ``RELEASE_ROWS`` slices each weighed by a sort of the whole release."""
+        codes: list[list[np.ndarray]] = [[], []]
+        total = 0
+        for side, _, b in comps:
+            c = self._codes(side, b)
+            codes[side].append(c)
+            total += int(self._matches(1 - side, c).sum())
+            if total > PAIR_BUDGET:
+                return total
+        if codes[0] and codes[1]:
+            left = np.sort(np.concatenate(codes[0]))
+            right = np.concatenate(codes[1])
+            total += int((np.searchsorted(left, right, side="right")
+                          - np.searchsorted(left, right, side="left")).sum())
+        return total
+
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
-        """An int64 per row, equal for equal join keys across both sides."""
+        """An int64 per row, equal for equal join keys across both sides (computed once per batch and
+        release: ``_pairs_bound`` and ``process`` both need them)."""
+        got = self._memo.get(id(batch))
+        if got is not None and got[0] is batch:
+            return got[1]
+        codes = self._codes_of(side, batch)
+        self._memo[id(batch)] = (batch, codes)
+        return codes
+
+    def _codes_of(self, side: int, batch: Batch) -> np.ndarray:
         keys = self.keys[side]
         n = len(batch)
         if not keys:
@@ -359,17 +397,39 @@ class JoinOp(JoinStateKind, BinaryOperator):
         return ids[inv.reshape(-1)]
 
     def _int_codes(self, cols: list[np.ndarray]) -> np.ndarray:
-        """Codes for keys of several integer columns with no Python per key: each column's values get dense ids
-        (one persistent hash table per key position, shared by both sides), and the ids are combined pairwise
-        into dense ids again (each below 2**31: that many distinct keys would not fit in memory anyway)."""
+        """Codes for keys of several integer columns with no Python per key, dense so that the index's sorts
+        and probes take their fast paths (``stable_argsort``, ``locate``).
+
+        A key whose values are nonnegative and fit bit fields fixed at the first batch (each column the bits
+        its largest value there needs, plus the spare bits of 63 shared out: (auction id, bid time) packs
+        into 17 + 46 bits) is packed into one int64 and given a dense id by one persistent hash table
+        (``IntIds``): code ``id``. Any other key goes the general way: each column's values get dense ids
+        (one table per key position), combined pairwise into dense ids again (each below 2**31: that many
+        distinct keys would not fit in memory anyway): code ``-1 - id``. Whether a key packs depends on its
+        values alone, so equal keys always get the same code, on both sides and in every batch."""
         k = len(cols)
         if self.int_key_ids is None:
-            self.int_key_ids = [IntIds() for _ in range(2 * k - 1)]
+            self.int_key_ids = [IntIds() for _ in range(2 * k)]
+            self.pack_bits = pack_bits(cols)
         tables = self.int_key_ids
-        code = tables[0].ids(cols[0])
+        fits = None
+        if self.pack_bits is not None:
+            fits = np.ones(len(cols[0]), dtype=bool)
+            for c, w in zip(cols, self.pack_bits):
+                fits &= (c >= 0) & (c < (1 << w))
+            if fits.all():
+                return tables[-1].ids(packed(cols, self.pack_bits))
+        rest = cols if fits is None else [c[~fits] for c in cols]
+        code = tables[0].ids(rest[0])
         for j in range(1, k):
-            code = tables[k + j - 1].ids(code * (1 << 31) + tables[j].ids(cols[j]))
-        return code
+            code = tables[k + j - 1].ids(code * (1 << 31) + tables[j].ids(rest[j]))
+        code = -1 - code
+        if fits is None or not fits.any():
+            return code
+        out = np.empty(len(cols[0]), dtype=np.int64)
+        out[~fits] = code
+        out[fits] = tables[-1].ids(packed([c[fits] for c in cols], self.pack_bits))
+        return out
 
     def process(self, parts: dict[int, Batch | tuple[Batch | None, Batch | None]]) -> None:
         """Apply the released deltas of each side: a batch of signed rows, or a fused window's deletes and
@@ -446,7 +506,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if not n_ins + n_del:
             return
         ts = np.concatenate([start[ii], end[dd]])
-        o = ts.argsort(kind="stable")
+        o = stable_argsort(ts)
         sign = np.ones(n_ins + n_del, np.int8)
         sign[n_ins:] = -1
         rows = np.concatenate([ii, dd])[o]
@@ -468,7 +528,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 outs.append(self._joined(side, mine, theirs, mine.ts, sign))
         if len(got) == 2:
             lb, rb = got[0], got[1]
-            o = np.argsort(codes[1], kind="stable")
+            o = stable_argsort(codes[1])
             lo = np.searchsorted(codes[1][o], codes[0], side="left")
             cnt = np.searchsorted(codes[1][o], codes[0], side="right") - lo
             pidx, tidx = expand(lo, cnt)
@@ -479,7 +539,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if outs:
             out = outs[0] if len(outs) == 1 else concat(outs)
             if len(outs) > 1 or len(got) == 2:         # pairs of new deltas carry the later timestamp
-                out = out.take(np.argsort(out.ts, kind="stable"))
+                out = out.take(stable_argsort(out.ts))
             if self.predicate is not None:
                 out = out.take(self.predicate(colmap(out), len(out)))
             self.emit(out)

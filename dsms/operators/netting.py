@@ -14,6 +14,7 @@ from dsms.batch import Batch, concat, from_rows
 from dsms.operators.base import Operator
 from synopses.base import deep_bytes
 from synopses.rowcodes import row_codes, row_hashes, segments
+from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
 
@@ -359,7 +360,7 @@ def fold_changelog(b: Batch, dtypes: list) -> Batch:
     code = row_codes(b.cols) if n else None
     if code is None:
         return _fold_rows(b, dtypes)
-    order = np.argsort(code, kind="stable")
+    order = stable_argsort(code)
     c = code[order]
     s = b.sign[order].astype(np.int64)
     start = np.ones(n, dtype=bool)

@@ -27,6 +27,7 @@ def _ceil_to(x: np.ndarray, s: int) -> np.ndarray:
 # reaches NEVER: a delete stamped NEVER is one that never happens. Window ends saturate at NEVER, so that a size
 # beyond 2**62 (`RANGE 100000000000 DAYS` is 8.64e18 ticks) cannot wrap around int64.
 NEVER = 2**62 + 1
+PASS_ROWS = 1 << 16     # a release of this many rows in time order goes out as its batches, not merged into one
 
 
 def _end(ts: np.ndarray, size) -> np.ndarray:
@@ -107,8 +108,12 @@ class RangeWindowOp(Operator):
             ins_t = _ceil_to(ts, self.slide)
             del_t = _end_to(_end(ts, size), self.slide)
             keep = ins_t < del_t
-            ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
-            dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])
+            if keep.all():                  # a tumbling or sliding window: every element enters it
+                ins = Batch(ins_t, batch.sign, batch.cols)
+                dele = Batch(del_t, -batch.sign, batch.cols)
+            else:
+                ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
+                dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])
         if len(ins):
             self.pending_ins.append(ins)
             if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
@@ -145,6 +150,14 @@ class RangeWindowOp(Operator):
             self.out_dels += dels
             self.out_ins += ins
             self.fused_rows_out += rows
+            return
+        if (evicted is None and len(dels) + len(ins) > 1 and (not dels or not ins or dels[-1].ts[-1] <= ins[0].ts[0])
+                and sum(len(b) for b in dels) + sum(len(b) for b in ins) >= PASS_ROWS):
+            # a large release in time order already (a tumbling window's turnover): its batches are passed on
+            # as they are, not copied into one
+            for b in dels + ins:
+                self.window_rows += int(b.sign.sum())
+                self.emit(b)
             return
         out = dels + ins + ([evicted] if evicted is not None else [])
         if out:

@@ -30,7 +30,8 @@ from synopses.base import array_bytes, deep_bytes
 from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds
 from synopses.int_extremes import IntExtremes
-from synopses.rowcodes import row_codes
+from synopses.rowcodes import pack_bits, packed, row_codes, unpacked
+from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
 VECTOR_FUNCS = ("COUNT", "SUM", "AVG")
@@ -68,6 +69,11 @@ class VectorAggregateOp(FinalInstantsOperator):
         # other keys: a dict of key tuples, looked up once per distinct key of a batch
         int_key = len(group) == 1 and np.dtype(dtypes[0]).kind in "iu"
         self.int_ids = IntGroupIds() if int_key else None
+        # several integer key columns: while every key packs into bit fields fixed at the first batch, the
+        # packed keys get ids the same way (``_packed_gids``)
+        several = len(group) > 1 and all(np.dtype(dtypes[i]).kind in "iu" for i in range(len(group)))
+        self.packed_ids = IntGroupIds() if several else None
+        self.pack_bits: list[int] | None = None
         self.gid_of: dict[tuple, int] = {}
         self.key_cols: list[np.ndarray] = [np.empty(0, dtype=dtypes[i]) for i in range(len(group))]
         self.count = np.zeros(0, dtype=np.int64)
@@ -131,6 +137,10 @@ class VectorAggregateOp(FinalInstantsOperator):
                 self._reserve(self.int_ids.n)
                 self.key_cols[0][start:self.n] = self.int_ids.table.key_of()[start:]
             return gids
+        if self.packed_ids is not None:
+            gids = self._packed_gids(kcols)
+            if gids is not None:
+                return gids
         code = row_codes(kcols)
         if code is None:
             keys = list(zip(*[c.tolist() for c in kcols]))
@@ -146,6 +156,30 @@ class VectorAggregateOp(FinalInstantsOperator):
             self._add_groups(missing)
         gid_u = np.fromiter((self.gid_of[k] for k in ukeys), dtype=np.int64, count=len(ukeys))
         return gid_u[inv.reshape(-1)]
+
+    def _packed_gids(self, kcols: list[np.ndarray]) -> np.ndarray | None:
+        """Group ids for keys of several integer columns packed into one int64 each (``packed``: they sort as
+        the key tuples do, so new groups get their ids in the same order as through the dict below), with no
+        Python per key. The first key that does not pack (a negative value, or one wider than its field)
+        hands every key over to the dict for good; None then."""
+        if self.pack_bits is None:
+            self.pack_bits = pack_bits(kcols)
+        bits = self.pack_bits
+        fits = bits is not None
+        for c, w in zip(kcols, bits or ()):
+            fits = fits and bool(((c >= 0) & (c < (1 << w))).all())
+        if not fits:
+            known = [k[:self.n].tolist() for k in self.key_cols]
+            self.gid_of = {key: i for i, key in enumerate(zip(*known))}
+            self.packed_ids = None
+            return None
+        start = self.n
+        gids = self.packed_ids.ids(packed(kcols, bits))
+        if self.packed_ids.n > start:
+            self._reserve(self.packed_ids.n)
+            for kc, col in zip(self.key_cols, unpacked(self.packed_ids.table.key_of()[start:], bits)):
+                kc[start:self.n] = col
+        return gids
 
     def _reserve(self, n: int) -> None:
         """Make room for ``n`` groups: the state arrays double their capacity, so that adding groups costs
@@ -174,7 +208,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         n = len(batch)
         gid = self._gids(batch)
         # by group, time order (and arrival order) kept within; small ids sort by radix as int16
-        order = _stable_order(gid)
+        order = stable_argsort(gid)
         g_s = gid[order]
         t_s = batch.ts[order]
         sign = batch.sign[order].astype(np.int64)
@@ -265,7 +299,7 @@ class VectorAggregateOp(FinalInstantsOperator):
             return
         # segments are in (group, instant) order; a stable sort by instant gives (instant, group) order,
         # and each segment emits its delete before its insert
-        o = _stable_order(seg_t)
+        o = stable_argsort(seg_t)
         d_o, i_o = dele[o], ins[o]
         cnt = d_o.astype(np.int64) + i_o
         seg = np.repeat(o, cnt)
@@ -296,8 +330,3 @@ def _grown(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def _stable_order(v: np.ndarray) -> np.ndarray:
-    """``argsort(v, kind="stable")`` for integers, by radix sort (as int16) when their span allows."""
-    if len(v) and int(v.max()) - int(v.min()) < 2**15:
-        return np.argsort((v - v.min()).astype(np.int16), kind="stable")
-    return np.argsort(v, kind="stable")

@@ -66,6 +66,7 @@ class PhysicalPlanner:
         self.engine = engine
         self.memo: dict[object, Built] = {}      # node -> the newest build of it (reusable)
         self._plain: set = set()                 # windows being built as themselves, not as a shared one
+        self._joins: list[tuple[set, set]] = []  # per join being built: its RANGE window inputs, what it built
         self.built: list[Built] = []             # every build, for release
 
     def build(self, node, query_id: str) -> Queue:
@@ -99,6 +100,8 @@ class PhysicalPlanner:
                 self._own(child, below, query_id)
 
     def _record(self, node, queue: Queue, op: Operator | None, query_id: str, via=None) -> Queue:
+        for _, built in self._joins:
+            built.add(node)
         if op is not None:
             name_columns(op, node, via)
             self.engine.add_operator(op, query_id)
@@ -181,7 +184,7 @@ class PhysicalPlanner:
         origin, want = unnarrow(node)
         found = None
         for n, b in self.memo.items():
-            if (type(n) is type(node) and b.via is None and b.op is not None and n != node
+            if (type(n) is type(node) and not self._join_input(node, n) and b.via is None and b.op is not None and n != node
                     and b.epoch == self.engine.input_epoch and b.queue.tuples_in == b.written
                     and not self._tuned(n)):
                 o, have = unnarrow(n)
@@ -205,6 +208,15 @@ class PhysicalPlanner:
             self._own(node, self.memo[node], user)
         self._replace(n, b, node, [kept.index(c) for c in have])
         return queue
+
+    def _join_input(self, node, other) -> bool:
+        """Whether ``node`` and ``other`` must not share one window: one of them is a RANGE window read by a
+        join being built and the other was built within that join's build (NEXMark q7's MAX subquery over
+        the join's own window), so that the join can run its window inside itself (``_fusable``): a fused
+        window hands over its deletes and inserts with no queue, no merge and no value-for-value matching of
+        the deletes. The two windows still hold views of the same arrays (``_share_store``). A window built
+        by an earlier query is shared as before (the join then reads it through its queue)."""
+        return any((node in inputs or other in inputs) and other in built for inputs, built in self._joins)
 
     def _tuned(self, node) -> bool:
         """Whether a knob of an operator (or synopsis) of ``node``'s build, or of a window fused into it, or
@@ -342,8 +354,13 @@ class PhysicalPlanner:
     # ---------------------------------------------------------------- binary
 
     def _Join(self, node: L.Join, qid):
-        left = self.build(node.left, qid)
-        right = self.build(node.right, qid)
+        inputs = {c for c in (node.left, node.right) if isinstance(c, L.Window) and c.wkind == "RANGE"}
+        self._joins.append((inputs, set()))
+        try:
+            left = self.build(node.left, qid)
+            right = self.build(node.right, qid)
+        finally:
+            self._joins.pop()
         out = self._new_queue()
         pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
         op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types))

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsms import Engine
+from dsms.plan import physical
 
 # (S's window, T's window, the rest of the query after FROM); windows are RANGE with or without SLIDE
 WINDOWS = ["[RANGE 3]", "[RANGE 5]", "[RANGE 2 SLIDE 2]", "[RANGE 6 SLIDE 4]", "[NOW]"]
@@ -140,3 +141,41 @@ def test_a_later_query_sharing_the_window_gets_it_back_as_an_operator():
     assert [(e.ts, e.row) for e in q2.drain()] == [(1, {"b": 7})]
     eng.drop(q1.id)
     assert t_win.id not in eng.registry and s_win in eng.ops and s_win.output.id in eng.registry
+
+
+def run_q7_shape(window: str, actions, keep_apart: bool):
+    """NEXMark q7's shape: a join of a window with a MAX subquery over the same window of the same stream."""
+    saved = physical.PhysicalPlanner._join_input
+    if not keep_apart:
+        physical.PhysicalPlanner._join_input = lambda self, node, other: False
+    try:
+        eng = Engine()
+        eng.execute("REGISTER STREAM S (a INT, b INT)")
+        q = eng.execute(f"SELECT ISTREAM(X.a, X.b) FROM S {window} X, (SELECT MAX(b) AS m FROM S {window}) M "
+                        "WHERE X.b = M.m")
+    finally:
+        physical.PhysicalPlanner._join_input = saved
+    windows = [op for op in eng.ops if op.kind == "range_window"]
+    t = 0
+    for gap, a, b in actions:
+        t += gap
+        eng.push("S", [{"a": a, "b": b}], ts=[t])
+        if b == 0:
+            eng.run()
+    eng.heartbeat(t + 20)
+    eng.run()
+    return windows, Counter((e.ts, e.sign, tuple(sorted(e.row.items()))) for e in q.drain())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["[RANGE 3]", "[RANGE 4 SLIDE 4]", "[RANGE 6 SLIDE 2]"]),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 4)), min_size=1, max_size=30))
+def test_a_joins_window_is_not_shared_with_a_subquery_built_with_it(window, actions):
+    """The window a join reads is kept apart from the same window built for a subquery of the same join (the
+    planner's ``_join_input``), so that the join runs it inside itself; the answer is the one of the plan
+    where the two share one window operator, which the join then reads through its queue."""
+    apart_windows, apart = run_q7_shape(window, actions, True)
+    shared_windows, shared = run_q7_shape(window, actions, False)
+    assert len(apart_windows) == 2 and sum(w.fused is not None for w in apart_windows) == 1
+    assert len(shared_windows) == 1 and shared_windows[0].fused is None
+    assert apart == shared

@@ -7,6 +7,7 @@ The reference evaluator checks the joins on generated workloads as well (tests/t
 
 from collections import Counter
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,3 +97,26 @@ def test_lifetime_path_emits_no_changes_that_cancel(query, actions):
         for t, s, *row in zip(b.ts.tolist(), b.sign.tolist(), *[c.tolist() for c in b.cols]):
             seen.setdefault((t, tuple(row)), set()).add(s)
         assert not [k for k, signs in seen.items() if len(signs) == 2]
+
+
+# keys of several INT columns: values that pack into the bit fields chosen at the first batch, and values that
+# do not (negative, or wider than their field), in any mix across batches
+key_value = st.one_of(st.integers(0, 3), st.integers(0, 2**20), st.integers(-2**63, 2**63 - 1),
+                      st.sampled_from([-1, 2**40, 2**62, 2**63 - 1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 3), st.lists(st.lists(st.lists(key_value, min_size=3, max_size=3), min_size=1,
+                                            max_size=12), min_size=1, max_size=5))
+def test_int_key_codes_equal_exactly_when_keys_are_equal(width, batches):
+    """``JoinOp._int_codes`` (packed bit fields with one id table, or per-column id tables) gives equal codes
+    to equal keys and different codes to different keys, across batches and both paths."""
+    op = JoinOp.__new__(JoinOp)
+    op.int_key_ids = op.pack_bits = None
+    seen: dict[tuple, int] = {}
+    for rows in batches:
+        keys = [tuple(r[:width]) for r in rows]
+        cols = [np.array([k[j] for k in keys], dtype=np.int64) for j in range(width)]
+        for key, code in zip(keys, op._int_codes(cols).tolist()):
+            assert seen.setdefault(key, code) == code
+    assert len(set(seen.values())) == len(seen)

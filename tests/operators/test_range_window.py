@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from harness import Harness
 
+from dsms.operators import range_window
 from dsms.operators.range_window import RangeWindowOp
 
 TYPES = ["STRING"]
@@ -83,8 +84,12 @@ def definition(elements: list[tuple[int, int]], range_: int, slide: int, until: 
     return changes
 
 
+@pytest.mark.parametrize("pass_rows", [range_window.PASS_ROWS, 1], ids=["merged", "batches-passed-on"])
 @pytest.mark.parametrize("range_,slide", [(1, None), (4, None), (7, 3), (6, 6), (3, 8), (25, 4)])
-def test_the_output_is_the_definition_instant_by_instant(range_, slide):
+def test_the_output_is_the_definition_instant_by_instant(range_, slide, pass_rows, monkeypatch):
+    """Also with every release in time order passed on as its batches (``PASS_ROWS`` = 1; by default only
+    releases of 65,536 rows or more, a tumbling window's turnover, skip the copy into one batch)."""
+    monkeypatch.setattr(range_window, "PASS_ROWS", pass_rows)
     rng = np.random.default_rng(range_ * 10 + (slide or 0))
     h = window(range_, slide)
     elements, got, t = [], [], 0

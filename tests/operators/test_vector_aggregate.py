@@ -210,6 +210,9 @@ EXTREME_QUERIES = [
     "SELECT k, MAX(i) AS hi FROM S [ROWS 4] GROUP BY k",
     # insert-only: every group takes the running-maximum path
     "SELECT k, MAX(i) AS hi, MIN(i) AS lo FROM S GROUP BY k",
+    # two INT key columns: packed keys with one id table while they fit the fields fixed at the first batch,
+    # then (a negative or a far key) every key handed over to the dict of key tuples
+    "SELECT k, i, COUNT(*) AS c, MAX(i) AS hi FROM S [RANGE 7] WHERE i >= 0 GROUP BY k, i",
 ]
 
 
@@ -243,13 +246,15 @@ def run_extremes(query: str, batches, vectorised: bool):
 @given(batches=st.lists(rows, min_size=1, max_size=6))
 def test_vectorised_min_max_equal_row_at_a_time(query, small, batches):
     """MIN/MAX of INT under window deletes: the vectorised aggregate (synopses/int_extremes.py) gives the
-    changelog of the row-at-a-time one (ExtremeBag), instant by instant; with small groups walked in Python
-    and with every group through the numpy segment walk (``SMALL = 0``)."""
-    saved, int_extremes.SMALL = int_extremes.SMALL, small
+    changelog of the row-at-a-time one (ExtremeBag), instant by instant; with the groups of one segment per
+    batch netted by one sort and small groups walked in Python, and with every group through the numpy segment
+    walk (``SMALL = SINGLE_MAX = 0``)."""
+    saved = int_extremes.SMALL, int_extremes.SINGLE_MAX
+    int_extremes.SMALL, int_extremes.SINGLE_MAX = small, (saved[1] if small else 0)
     try:
         kv, fast = run_extremes(query, batches, True)
     finally:
-        int_extremes.SMALL = saved
+        int_extremes.SMALL, int_extremes.SINGLE_MAX = saved
     kr, slow = run_extremes(query, batches, False)
     assert "VectorAggregateOp" in kv and "VectorAggregateOp" not in kr
     assert fast == slow

@@ -53,13 +53,14 @@ def workloads(draw):
 
 
 @pytest.mark.parametrize("small,net_min", [(int_extremes.SMALL, int_extremes.NET_MIN), (0, 0)],
-                         ids=["defaults", "numpy-walk-and-netting-every-batch"])
+                         ids=["defaults", "numpy-walk-and-netting-every-batch"])   # (0, 0): no one-sort groups
 @pytest.mark.parametrize("want_max", [True, False])
 @settings(max_examples=150, deadline=None)
 @given(batches=workloads())
 def test_extremes_equal_a_model(want_max, small, net_min, batches):
-    saved = int_extremes.SMALL, int_extremes.NET_MIN
+    saved = int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX
     int_extremes.SMALL, int_extremes.NET_MIN = small, net_min
+    int_extremes.SINGLE_MAX = int_extremes.SINGLE_MAX if small else 0
     try:
         x = IntExtremes(want_max)
         x.grow(4)
@@ -86,4 +87,4 @@ def test_extremes_equal_a_model(want_max, small, net_min, batches):
             assert new.tolist() == exp_new
             assert old.tolist() == exp_old
     finally:
-        int_extremes.SMALL, int_extremes.NET_MIN = saved
+        int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX = saved

@@ -160,3 +160,44 @@ def test_locate_finds_equal_codes_whatever_their_range(table, probes):
         assert n == table.tolist().count(p)
         if n:
             assert table[first:first + n].tolist() == [p] * n
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(-3, 40), min_size=1, max_size=60), st.sampled_from([0, -2**63, 2**63 - 100, 10**12]),
+       st.lists(st.lists(st.one_of(st.integers(-5, 45), st.integers(-2**63, 2**63 - 1)), max_size=20),
+                min_size=1, max_size=4))
+def test_run_probes_built_once_find_what_a_binary_search_finds(offsets, base, probe_batches):
+    """A run's probe tables (built on first probe and kept: the run never changes) answer every later probe
+    batch as a binary search of its codes would, near the ends of the int64 range too."""
+    lo = max(-2**63, min(base, 2**63 - 1 - 45))
+    table = np.sort(np.array([lo + max(0, o) for o in offsets], dtype=np.int64))
+    run = sorted_run_index._Run(table, np.arange(len(table)), 0)
+    for probes in probe_batches:
+        codes = np.array(probes + [int(table[0]), int(table[-1])], dtype=np.int64)
+        first, cnt = run.locate(codes)
+        left, right = np.searchsorted(table, codes, "left"), np.searchsorted(table, codes, "right")
+        assert cnt.tolist() == (right - left).tolist()
+        assert first[cnt > 0].tolist() == left[cnt > 0].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30), st.lists(st.integers(0, 6), max_size=30), st.integers(0, 70))
+def test_two_runs_merge_as_the_sorted_concatenation(old_codes, new_codes, head):
+    """Two runs merge by binary search (``_Merge``) into exactly the run a stable sort of their concatenation
+    gives (the older run's entries first among equal codes), without the entries of rows before ``head``."""
+    Run = sorted_run_index._Run
+
+    def run(codes, first):
+        codes = np.array(codes, dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        return Run(codes[order], first + order, first)
+
+    old, new = run(old_codes, 0), run(new_codes, len(old_codes))
+    merged = Run.merge([old, new], head)
+    codes = np.concatenate([old.codes, new.codes])
+    seqs = np.concatenate([old.seqs, new.seqs])
+    live = seqs >= head
+    order = np.argsort(codes[live], kind="stable")
+    assert merged.codes.tolist() == codes[live][order].tolist()
+    assert merged.seqs.tolist() == seqs[live][order].tolist()
+    assert (merged.seqs >= merged.low).all()           # a probe from ``low`` on need not filter
