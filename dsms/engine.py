@@ -35,7 +35,7 @@ from dsms.plan.rules.reduce_for_approximation import reduce_for_approximation
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.types import check_timestamps, numpy_dtype, to_ticks, typed_columns
+from dsms.types import ColumnCheck, check_timestamps, numpy_dtype, to_ticks, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -160,6 +160,7 @@ class Source:
         self.names = [c for c, _ in obj.columns]
         self.types = [t for _, t in obj.columns]
         self.dtypes = [numpy_dtype(t) for t in self.types]
+        self.check = ColumnCheck(obj.columns)  # numpy columns pushed as they are stored, checked fast
         self.frontier: int | None = None       # nothing below this may arrive
         self.contents: dict[tuple, list[int]] = {}   # relations only: row -> insert times of live copies
         self.version = 0                             # relations only: bumped by every applied change
@@ -673,24 +674,29 @@ class Engine:
     def push(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int]) -> int:
         """Append elements to a stream, all or nothing. ``rows`` is a list of dicts, or columnar
         ``{"col": [...]}``. ``ts`` is one timestamp for all rows or one per row, never decreasing."""
-        batch = self.prepare(name, rows, ts)
-        return self.apply(name, batch) if batch is not None else 0
+        src = self._source(name, "stream")
+        batch = self._prepare(src, rows, ts, str)
+        return self._apply(src, batch) if batch is not None else 0
 
     def prepare(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
                 ts: int | Sequence[int], *, show: Callable[[int], str] = str) -> Batch | None:
         """Validate and convert stream input without applying it (the server archives it in between);
         raises InputError naming the first bad element (``show`` writes a timestamp in its message: the
         server answers in ISO 8601 a client that sent ISO). None when there are no rows."""
-        src = self._source(name, "stream")
+        return self._prepare(self._source(name, "stream"), rows, ts, show)
+
+    def _prepare(self, src: Source, rows, ts, show: Callable[[int], str]) -> Batch | None:
         cols, n = self._convert(src, rows)
-        ts_arr = self._timestamps(src, ts, n, show)
+        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, show)
         if n == 0:
             return None
         return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
 
     def apply(self, name: str, batch: Batch) -> int:
         """Append a batch made by ``prepare`` (re-checking only that time has not moved past it since)."""
-        src = self._source(name, "stream")
+        return self._apply(self._source(name, "stream"), batch)
+
+    def _apply(self, src: Source, batch: Batch) -> int:
         if src.frontier is not None and int(batch.ts[0]) < src.frontier:
             raise InputError(f"timestamp {int(batch.ts[0])} is below what '{src.obj.name}' has already passed "
                              f"({src.frontier})", index=0)
@@ -853,12 +859,12 @@ class Engine:
             raise SchemaError(f"no stream or relation named '{name}'")
         return src
 
-    def _timestamps(self, src: Source, ts, n: int, show: Callable[[int], str] = str) -> np.ndarray:
-        return check_timestamps(src.obj.name, ts, n, src.frontier, show)
-
     def _convert(self, src: Source, rows, offset: int = 0) -> tuple[list[np.ndarray], int]:
         """Validate and convert input rows to columns; raises InputError naming the first bad element."""
         if isinstance(rows, Mapping):
+            fast = src.check.exact(rows)
+            if fast is not None:
+                return fast
             return typed_columns(src.obj.columns, cols=rows)
         if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
             raise InputError("rows must be a list of objects or a map of columns")
