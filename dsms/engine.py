@@ -212,6 +212,7 @@ class Engine:
         self.policy = None
         self.shedder = LoadShedder(self)
         self._approx_sources: dict[str, list] = {}
+        self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -530,6 +531,7 @@ class Engine:
 
     def _plan_changed(self) -> None:
         self._approx_sources = {}
+        self._run_cache = None
         self.shedder.plan_changed()
         if self.policy is not None:
             self.policy.plan_changed([op for op in self.ops if op.fused is None])
@@ -885,15 +887,17 @@ class Engine:
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
-        ops = [op for op in self.ops if op.fused is None]     # a window fused into a join runs inside it
+        ops, feeds, where = self._run_plan()
+        waiting = [op.ready() for op in ops]
         while max_steps is None or steps < max_steps:
-            ready = [op for op in ops if op.ready() and not op.output.full()]
+            ready = [op for op, w in zip(ops, waiting) if w and not op.output.full()]
             if not ready:
                 break
             if policy is None:
                 for op in ready:
                     op.run(budget)
                     steps += 1
+                    self._after_run(op, ops, feeds, where, waiting)
                     if max_steps is not None and steps >= max_steps:
                         break
                 continue
@@ -901,6 +905,34 @@ class Engine:
             consumed = op.run(policy.budget(op))
             policy.on_ran(op, consumed)
             steps += 1
+            self._after_run(op, ops, feeds, where, waiting)
             if deadline is not None and perf_counter() >= deadline:
                 break
         return steps
+
+    @staticmethod
+    def _after_run(op: Operator, ops: list[Operator], feeds: list[list[int]], where: dict[int, int],
+                   waiting: list[bool]) -> None:
+        """Which operators have input waiting after ``op`` ran: a run reads only its own inputs and writes
+        only its output queue, so only ``op`` and the operators reading that queue can have changed."""
+        i = where[id(op)]
+        waiting[i] = op.ready()
+        for j in feeds[i]:
+            waiting[j] = ops[j].ready()
+
+    def _run_plan(self) -> tuple[list[Operator], list[list[int]], dict[int, int]]:
+        """The operators ``run`` schedules (a window fused into a join runs inside it), for each the positions
+        of the operators reading its output, and each one's position; kept until the plan changes."""
+        key = tuple(map(id, self.ops))        # besides _plan_changed: a plan edited without telling it
+        cached = self._run_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        ops = [op for op in self.ops if op.fused is None]
+        where = {id(op): i for i, op in enumerate(ops)}
+        readers: dict[int, list[int]] = {}
+        for i, op in enumerate(ops):
+            for q in op.input_queues:
+                readers.setdefault(id(q), []).append(i)
+        feeds = [readers.get(id(op.output), []) for op in ops]
+        self._run_cache = (key, (ops, feeds, where))
+        return ops, feeds, where
