@@ -211,7 +211,7 @@ class Engine:
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
         self.shedder = LoadShedder(self)
-        self._approx_sources: dict[str, list] = {}
+        self._approx_sources: dict[str, list] = {}     # per query: its entities that define approximation()
         self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
@@ -513,10 +513,12 @@ class Engine:
         """The combined approximation (``dsms.approx.combine``) of what every entity upstream of the query's
         output says now: its operators and their synopses (those defining ``approximation()``) and the load
         shedder's drops on the edges into them. None when everything is exact."""
-        ops = self._approx_sources.get(query_id)
-        if ops is None:
-            ops = self._approx_sources[query_id] = [op for op in self.ops if query_id in op.owners]
-        parts = [e.approximation() for op in ops for e in (op, *op.synopses) if hasattr(e, "approximation")]
+        ents = self._approx_sources.get(query_id)
+        if ents is None:       # asked at every drain: the entities that can be approximate, found once per plan
+            ents = self._approx_sources[query_id] = [
+                e for op in self.ops if query_id in op.owners for e in (op, *op.synopses)
+                if hasattr(e, "approximation")]
+        parts = [e.approximation() for e in ents]
         parts += self.shedder.approximations(query_id)
         return combine(parts)
 
