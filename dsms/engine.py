@@ -679,6 +679,16 @@ class Engine:
         """Append elements to a stream, all or nothing. ``rows`` is a list of dicts, or columnar
         ``{"col": [...]}``. ``ts`` is one timestamp for all rows or one per row, never decreasing."""
         src = self._source(name, "stream")
+        if not src.queue.has_readers():            # validated all the same, but no batch is built for nobody
+            cols, n = self._convert(src, rows)
+            ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, str)
+            if n == 0:
+                return 0
+            src.frontier = int(ts_arr[-1])
+            src.elements_in += n
+            self.input_epoch += 1
+            src.queue.put_unread(n, src.frontier)
+            return n
         batch = self._prepare(src, rows, ts, str)
         return self._apply(src, batch) if batch is not None else 0
 

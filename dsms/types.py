@@ -234,7 +234,10 @@ class ColumnCheck:
         n = -1
         for c, v in cols.items():
             j = index.get(c)
-            if j is None or type(v) is not np.ndarray or v.ndim != 1 or v.dtype != dtypes[j]:
+            if j is None or type(v) is not np.ndarray or v.ndim != 1:
+                return None
+            dt = v.dtype
+            if dt is not dtypes[j] and dt != dtypes[j]:
                 return None
             if n < 0:
                 n = len(v)
@@ -314,7 +317,7 @@ def check_timestamps(name: str, ts: Any, n: int, frontier: int | None,
     input has passed. ``show`` writes a timestamp in a message (ISO 8601 for a user who sent ISO)."""
     if type(ts) is np.ndarray and ts.dtype == np.int64 and ts.ndim == 1 and len(ts) == n and n:
         # the common columnar case, checked in two passes: order, then the ends (the extremes once ordered)
-        if not np.any(ts[1:] < ts[:-1]):
+        if not (ts[1:] < ts[:-1]).any():      # the method: np.any adds a Python-level wrapper per call
             lo, hi = int(ts[0]), int(ts[-1])
             if -TS_LIMIT <= lo and hi <= TS_LIMIT and (frontier is None or lo >= frontier):
                 return ts

@@ -1,6 +1,7 @@
 """``ColumnCheck.exact``, the columnar push's fast path (dsms/types.py): whatever it accepts, the general
 ``typed_columns`` accepts too and returns the same arrays; whatever it declines is left to ``typed_columns``, so
-a push's verdict and its stored columns do not depend on which path took it."""
+a push's verdict and its stored columns do not depend on which path took it. Also a push to a stream no query
+reads, which builds no batch."""
 
 from __future__ import annotations
 
@@ -79,3 +80,30 @@ def test_fast_path_declines_out_of_range_timestamps_and_the_push_says_why():
     with pytest.raises(InputError, match="column 't'"):
         eng.push("S", bad, np.arange(3, dtype=np.int64))
     assert eng.push("S", good, np.arange(3, dtype=np.int64)) == 3
+
+
+def test_a_push_nobody_reads_is_validated_and_counted_like_any_other():
+    """A stream no query reads gets no batch built (``Queue.put_unread``), but the same verdicts, frontier and
+    counters as one that is read, and a query registered later starts after it."""
+    read, unread = Engine(), Engine()
+    for eng in (read, unread):
+        eng.execute("REGISTER STREAM S (a INT, t TIMESTAMP)")
+    q = read.execute("SELECT * FROM S")
+    cols = {"a": np.arange(3, dtype=np.int64), "t": np.arange(3, dtype=np.int64)}
+    for eng in (read, unread):
+        assert eng.push("S", cols, np.array([1, 2, 2], dtype=np.int64)) == 3
+        with pytest.raises(InputError, match="below what 'S' has already passed"):
+            eng.push("S", cols, np.array([0, 5, 6], dtype=np.int64))
+        with pytest.raises(InputError, match="goes backwards"):
+            eng.push("S", cols, np.array([5, 4, 6], dtype=np.int64))
+        with pytest.raises(InputError, match="column 'a'"):
+            eng.push("S", {"a": ["x", "y", "z"], "t": [1, 2, 3]}, 7)
+    read.run()
+    assert [len(b) for b in q.drain_batches()] == [3]
+    a, b = read.sources["s"], unread.sources["s"]
+    assert (a.frontier, a.elements_in, a.queue.tuples_in, a.queue.last_ts) == \
+        (b.frontier, b.elements_in, b.queue.tuples_in, b.queue.last_ts) == (2, 3, 3, 2)
+    late = unread.execute("SELECT * FROM S")
+    unread.push("S", cols, np.array([3, 4, 5], dtype=np.int64))
+    unread.run()
+    assert [e.ts for e in late.drain()] == [3, 4, 5]
