@@ -36,7 +36,7 @@ from dsms.plan.rules.reduce_for_approximation import reduce_for_approximation
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
-from dsms.types import check_timestamps, numpy_dtype, to_ticks, typed_columns
+from dsms.types import ColumnCheck, check_timestamps, numpy_dtype, to_ticks, typed_columns
 
 DEFAULTS: dict = {"seed": 0, "batch_budget": 64, "policy": "chain", "statistics": True}
 
@@ -161,6 +161,7 @@ class Source:
         self.names = [c for c, _ in obj.columns]
         self.types = [t for _, t in obj.columns]
         self.dtypes = [numpy_dtype(t) for t in self.types]
+        self.check = ColumnCheck(obj.columns)  # numpy columns pushed as they are stored, checked fast
         self.frontier: int | None = None       # nothing below this may arrive
         self.contents: dict[tuple, list[int]] = {}   # relations only: row -> insert times of live copies
         self.version = 0                             # relations only: bumped by every applied change
@@ -212,7 +213,8 @@ class Engine:
         self.policy = None
         self.shedder = LoadShedder(self)
         self.governor = self.registry.add(MemoryGovernor(self), id=self.GOVERNOR_ID)
-        self._approx_sources: dict[str, list] = {}
+        self._approx_sources: dict[str, list] = {}     # per query: its entities that define approximation()
+        self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -514,10 +516,12 @@ class Engine:
         """The combined approximation (``dsms.approx.combine``) of what every entity upstream of the query's
         output says now: its operators and their synopses (those defining ``approximation()``) and the load
         shedder's drops on the edges into them. None when everything is exact."""
-        ops = self._approx_sources.get(query_id)
-        if ops is None:
-            ops = self._approx_sources[query_id] = [op for op in self.ops if query_id in op.owners]
-        parts = [e.approximation() for op in ops for e in (op, *op.synopses) if hasattr(e, "approximation")]
+        ents = self._approx_sources.get(query_id)
+        if ents is None:       # asked at every drain: the entities that can be approximate, found once per plan
+            ents = self._approx_sources[query_id] = [
+                e for op in self.ops if query_id in op.owners for e in (op, *op.synopses)
+                if hasattr(e, "approximation")]
+        parts = [e.approximation() for e in ents]
         parts += self.shedder.approximations(query_id)
         return combine(parts)
 
@@ -532,6 +536,7 @@ class Engine:
 
     def _plan_changed(self) -> None:
         self._approx_sources = {}
+        self._run_cache = None
         self.shedder.plan_changed()
         if self.policy is not None:
             self.policy.plan_changed([op for op in self.ops if op.fused is None])
@@ -676,24 +681,39 @@ class Engine:
     def push(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence], ts: int | Sequence[int]) -> int:
         """Append elements to a stream, all or nothing. ``rows`` is a list of dicts, or columnar
         ``{"col": [...]}``. ``ts`` is one timestamp for all rows or one per row, never decreasing."""
-        batch = self.prepare(name, rows, ts)
-        return self.apply(name, batch) if batch is not None else 0
+        src = self._source(name, "stream")
+        if not src.queue.has_readers():            # validated all the same, but no batch is built for nobody
+            cols, n = self._convert(src, rows)
+            ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, str)
+            if n == 0:
+                return 0
+            src.frontier = int(ts_arr[-1])
+            src.elements_in += n
+            self.input_epoch += 1
+            src.queue.put_unread(n, src.frontier)
+            return n
+        batch = self._prepare(src, rows, ts, str)
+        return self._apply(src, batch) if batch is not None else 0
 
     def prepare(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
                 ts: int | Sequence[int], *, show: Callable[[int], str] = str) -> Batch | None:
         """Validate and convert stream input without applying it (the server archives it in between);
         raises InputError naming the first bad element (``show`` writes a timestamp in its message: the
         server answers in ISO 8601 a client that sent ISO). None when there are no rows."""
-        src = self._source(name, "stream")
+        return self._prepare(self._source(name, "stream"), rows, ts, show)
+
+    def _prepare(self, src: Source, rows, ts, show: Callable[[int], str]) -> Batch | None:
         cols, n = self._convert(src, rows)
-        ts_arr = self._timestamps(src, ts, n, show)
+        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, show)
         if n == 0:
             return None
         return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
 
     def apply(self, name: str, batch: Batch) -> int:
         """Append a batch made by ``prepare`` (re-checking only that time has not moved past it since)."""
-        src = self._source(name, "stream")
+        return self._apply(self._source(name, "stream"), batch)
+
+    def _apply(self, src: Source, batch: Batch) -> int:
         if src.frontier is not None and int(batch.ts[0]) < src.frontier:
             raise InputError(f"timestamp {int(batch.ts[0])} is below what '{src.obj.name}' has already passed "
                              f"({src.frontier})", index=0)
@@ -856,12 +876,12 @@ class Engine:
             raise SchemaError(f"no stream or relation named '{name}'")
         return src
 
-    def _timestamps(self, src: Source, ts, n: int, show: Callable[[int], str] = str) -> np.ndarray:
-        return check_timestamps(src.obj.name, ts, n, src.frontier, show)
-
     def _convert(self, src: Source, rows, offset: int = 0) -> tuple[list[np.ndarray], int]:
         """Validate and convert input rows to columns; raises InputError naming the first bad element."""
         if isinstance(rows, Mapping):
+            fast = src.check.exact(rows)
+            if fast is not None:
+                return fast
             return typed_columns(src.obj.columns, cols=rows)
         if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
             raise InputError("rows must be a list of objects or a map of columns")
@@ -882,15 +902,17 @@ class Engine:
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
-        ops = [op for op in self.ops if op.fused is None]     # a window fused into a join runs inside it
+        ops, feeds, where = self._run_plan()
+        waiting = [op.ready() for op in ops]
         while max_steps is None or steps < max_steps:
-            ready = [op for op in ops if op.ready() and not op.output.full()]
+            ready = [op for op, w in zip(ops, waiting) if w and not op.output.full()]
             if not ready:
                 break
             if policy is None:
                 for op in ready:
                     op.run(budget)
                     steps += 1
+                    self._after_run(op, ops, feeds, where, waiting)
                     if max_steps is not None and steps >= max_steps:
                         break
                 continue
@@ -898,8 +920,36 @@ class Engine:
             consumed = op.run(policy.budget(op))
             policy.on_ran(op, consumed)
             steps += 1
+            self._after_run(op, ops, feeds, where, waiting)
             if deadline is not None and perf_counter() >= deadline:
                 break
         if max_steps is None and deadline is None and self.governor.armed():
             self.governor.step()           # in-process, a run to idle ends with the memory governor's step
         return steps
+
+    @staticmethod
+    def _after_run(op: Operator, ops: list[Operator], feeds: list[list[int]], where: dict[int, int],
+                   waiting: list[bool]) -> None:
+        """Which operators have input waiting after ``op`` ran: a run reads only its own inputs and writes
+        only its output queue, so only ``op`` and the operators reading that queue can have changed."""
+        i = where[id(op)]
+        waiting[i] = op.ready()
+        for j in feeds[i]:
+            waiting[j] = ops[j].ready()
+
+    def _run_plan(self) -> tuple[list[Operator], list[list[int]], dict[int, int]]:
+        """The operators ``run`` schedules (a window fused into a join runs inside it), for each the positions
+        of the operators reading its output, and each one's position; kept until the plan changes."""
+        key = tuple(map(id, self.ops))        # besides _plan_changed: a plan edited without telling it
+        cached = self._run_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        ops = [op for op in self.ops if op.fused is None]
+        where = {id(op): i for i, op in enumerate(ops)}
+        readers: dict[int, list[int]] = {}
+        for i, op in enumerate(ops):
+            for q in op.input_queues:
+                readers.setdefault(id(q), []).append(i)
+        feeds = [readers.get(id(op.output), []) for op in ops]
+        self._run_cache = (key, (ops, feeds, where))
+        return ops, feeds, where

@@ -71,6 +71,18 @@ class Queue(Entity):
         self._items.append(item)
         self.last_ts = last
 
+    def has_readers(self) -> bool:
+        return bool(self._readers)
+
+    def put_unread(self, rows: int, last_ts: int) -> None:
+        """What ``put`` records of a batch of ``rows`` rows ending at ``last_ts`` when the queue has no reader
+        (the batch itself is dropped, so the caller need not build it): an input stream no query reads."""
+        if self._readers:
+            raise RuntimeError(f"{self.id} has readers: put the batch")
+        if rows:
+            self.tuples_in += rows
+            self.last_ts = last_ts
+
     def full(self) -> bool:
         cap = self.capacity
         return cap is not None and self.tuples >= cap

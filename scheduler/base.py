@@ -183,8 +183,11 @@ class Policy(Entity, ABC):
             return None
         self._sync(ready)
         self.picks += 1
-        top = max(op.priority for op in ready)
-        return self.choose([op for op in ready if op.priority == top])
+        prios = [op.priority for op in ready]
+        top = max(prios)
+        if prios.count(top) == len(prios):         # the usual case: nobody set a priority
+            return self.choose(ready if type(ready) is list else list(ready))
+        return self.choose([op for op, p in zip(ready, prios) if p == top])
 
     @abstractmethod
     def choose(self, ready: list[SchedOperator]) -> SchedOperator:
@@ -211,9 +214,10 @@ class Policy(Entity, ABC):
     def _sync(self, ready: Iterable[SchedOperator]) -> None:
         """An operator the policy has not been told about joins the topology (a plan change not reported)."""
         order = self.topology.order
-        new = [op for op in ready if id(op) not in order]
-        if new:
-            self.plan_changed(self.topology.ops + new)
+        for op in ready:
+            if id(op) not in order:
+                self.plan_changed(self.topology.ops + [o for o in ready if id(o) not in order])
+                return
 
     def width(self, queue: Any, fallback: float | None = None) -> float:
         """Size of one queued tuple in the memory unit: 1 when counting tuples, else the learned bytes per

@@ -115,6 +115,8 @@ class ChainFlushPolicy(ChainPolicy):
     """
 
     name = "chain_flush"
+    RECOMPUTE_RUNS = 1      # recompute on every drift, as before issue 15: its look-ahead reads tail_time,
+    #                         which the recompute refreshes, and its latency bound was tuned with that (headroom)
 
     latency_bound = Knob(float, default=100.0, gt=0.0, unit="clock units",
                          doc="longest a batch may wait before it is flushed FIFO-style (application time "

@@ -199,7 +199,8 @@ class Operator(Entity):
     def forward_heartbeat(self, f: int | None = None) -> None:
         if f is None:
             f = self.frontier()
-        if f > NEG_INF:
+        last = self.output.last_ts         # a heartbeat at or below it adds nothing: the queue would drop it
+        if f > NEG_INF and (last is None or f > last):
             self.output.put(Heartbeat(f))
 
     def emit(self, batch: Batch) -> None:
@@ -216,9 +217,15 @@ class Operator(Entity):
         return f"{self.kind}{': ' + self.detail if self.detail else ''}"
 
 
+_KEYS = tuple(f"${i}" for i in range(64))
+
+
 def colmap(batch: Batch) -> dict[str, np.ndarray]:
     """The batch's columns under the positional keys the compiled expressions read (``$0``, ``$1``, ..)."""
-    return {f"${i}": c for i, c in enumerate(batch.cols)}
+    cols = batch.cols
+    if len(cols) <= len(_KEYS):
+        return dict(zip(_KEYS, cols))          # no key formatted per call
+    return {f"${i}": c for i, c in enumerate(cols)}
 
 
 def merge_by_ts(batches: list[Batch]) -> Batch:

@@ -22,6 +22,7 @@ class ProjectOp(Operator):
         label = ", ".join(f"${e}" if isinstance(e, int) else e.text for e in exprs)
         super().__init__([inp], out, f"{label} {note}" if note else label)
         self.exprs = exprs
+        self.copied = [e if isinstance(e, int) else None for e in exprs]    # input column of a plain copy
 
     def on_batch(self, i: int, batch: Batch) -> None:
         n = len(batch)
@@ -34,4 +35,8 @@ class ProjectOp(Operator):
                 if cm is None:
                     cm = colmap(batch)
                 cols.append(e(cm, n))
-        self.emit(Batch(batch.ts, batch.sign, cols))
+        out = Batch(batch.ts, batch.sign, cols)
+        known = batch.col_bytes
+        if known is not None:                # the copied columns' byte counts come along (Batch.nbytes)
+            out.col_bytes = [None if j is None else known[j] for j in self.copied]
+        self.emit(out)

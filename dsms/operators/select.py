@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dsms.batch import Batch
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import Operator, colmap
@@ -25,8 +27,9 @@ class SelectOp(Operator):
         self.condition = condition
 
     def on_batch(self, i: int, batch: Batch) -> None:
-        mask = self.predicate(colmap(batch), len(batch))
-        if mask.all():
+        n = len(batch)
+        keep = np.flatnonzero(self.predicate(colmap(batch), n))    # one pass; ``mask.all()`` was another
+        if len(keep) == n:
             self.emit(batch)
-        else:
-            self.emit(batch.take(mask))
+        elif len(keep):
+            self.emit(batch.take(keep))

@@ -88,8 +88,18 @@ def test_chain_recomputes_on_drift_only():
     ops[0].input_queues[0].put(SimBatch(9, 10, 8.0))
     p.pick([ops[0]])
     assert p.recomputes == n
-    ops[0].selectivity *= 1.5              # 50%: recompute
+    ops[0].selectivity *= 1.5              # 50%: recompute, once RECOMPUTE_RUNS runs have passed since the last
+    p.recompute()
+    n = p.recomputes
+    for _ in range(ChainPolicy.RECOMPUTE_RUNS - 1):
+        ops[0].selectivity *= 1.5
+        p.on_ran(ops[0], 1)
+        p.pick([ops[0]])
+    assert p.recomputes == n               # drifted, but too few runs since the last recompute
     p.on_ran(ops[0], 1)
+    p.pick([ops[0]])
+    assert p.recomputes == n + 1
+    p.on_ran(ops[0], 1)                    # no drift since: no recompute, however many runs pass
     p.pick([ops[0]])
     assert p.recomputes == n + 1
 

@@ -1,0 +1,109 @@
+"""``ColumnCheck.exact``, the columnar push's fast path (dsms/types.py): whatever it accepts, the general
+``typed_columns`` accepts too and returns the same arrays; whatever it declines is left to ``typed_columns``, so
+a push's verdict and its stored columns do not depend on which path took it. Also a push to a stream no query
+reads, which builds no batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsms import Engine, InputError
+from dsms.types import TS_LIMIT, ColumnCheck, typed_columns
+
+SCHEMA = [("a", "INT"), ("b", "FLOAT"), ("s", "STRING"), ("t", "TIMESTAMP"), ("ok", "BOOLEAN")]
+DTYPES = {"INT": np.int64, "FLOAT": np.float64, "STRING": object, "TIMESTAMP": np.int64, "BOOLEAN": np.bool_}
+EDGE_TS = [0, 5, -5, TS_LIMIT, -TS_LIMIT, TS_LIMIT + 1, -TS_LIMIT - 1, 2**63 - 1, -(2**63)]
+
+
+@st.composite
+def columns(draw):
+    """A column map close to the schema: sometimes a column renamed (other case, unknown), missing, of another
+    dtype or length, or a list instead of an array; TIMESTAMP values near the limits."""
+    n = draw(st.integers(0, 6))
+    cols: dict = {}
+    for name, t in SCHEMA:
+        if draw(st.integers(0, 12)) == 0:
+            continue                                        # missing
+        key = draw(st.sampled_from([name, name, name, name.upper(), name + "x"]))
+        m = n if draw(st.integers(0, 10)) else n + 1
+        if t == "TIMESTAMP":
+            vals = draw(st.lists(st.sampled_from(EDGE_TS), min_size=m, max_size=m))
+        elif t == "STRING":
+            vals = draw(st.lists(st.text(max_size=3), min_size=m, max_size=m))
+        elif t == "BOOLEAN":
+            vals = draw(st.lists(st.booleans(), min_size=m, max_size=m))
+        else:
+            vals = draw(st.lists(st.integers(-100, 100), min_size=m, max_size=m))
+        dtype = draw(st.sampled_from([DTYPES[t], DTYPES[t], np.int32, np.float64, object]))
+        if draw(st.integers(0, 8)) == 0:
+            cols[key] = vals                                # a list: never the fast path
+            continue
+        try:
+            arr = np.array(vals, dtype=dtype) if dtype is not object else np.array(vals + [None], dtype=object)[:-1]
+        except (OverflowError, ValueError):
+            arr = np.array(vals + [None], dtype=object)[:-1]
+        if draw(st.integers(0, 15)) == 0:
+            arr = arr.reshape(1, -1)                        # not one-dimensional
+        cols[key] = arr
+    return cols
+
+
+@settings(max_examples=400, deadline=None)
+@given(columns())
+def test_fast_path_agrees_with_typed_columns(cols):
+    check = ColumnCheck(SCHEMA)
+    fast = check.exact(cols)
+    try:
+        want = typed_columns(SCHEMA, cols=cols)
+    except InputError:
+        assert fast is None, "the fast path accepted what typed_columns refuses"
+        return
+    if fast is None:
+        return
+    got, n = fast
+    assert n == want[1]
+    for g, w in zip(got, want[0], strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert g.tolist() == w.tolist()
+
+
+def test_fast_path_declines_out_of_range_timestamps_and_the_push_says_why():
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT, t TIMESTAMP)")
+    good = {"a": np.arange(3, dtype=np.int64), "t": np.array([1, 2, TS_LIMIT], dtype=np.int64)}
+    assert eng.sources["s"].check.exact(good) is not None
+    bad = {"a": np.arange(3, dtype=np.int64), "t": np.array([1, TS_LIMIT + 1, 3], dtype=np.int64)}
+    assert eng.sources["s"].check.exact(bad) is None
+    with pytest.raises(InputError, match="column 't'"):
+        eng.push("S", bad, np.arange(3, dtype=np.int64))
+    assert eng.push("S", good, np.arange(3, dtype=np.int64)) == 3
+
+
+def test_a_push_nobody_reads_is_validated_and_counted_like_any_other():
+    """A stream no query reads gets no batch built (``Queue.put_unread``), but the same verdicts, frontier and
+    counters as one that is read, and a query registered later starts after it."""
+    read, unread = Engine(), Engine()
+    for eng in (read, unread):
+        eng.execute("REGISTER STREAM S (a INT, t TIMESTAMP)")
+    q = read.execute("SELECT * FROM S")
+    cols = {"a": np.arange(3, dtype=np.int64), "t": np.arange(3, dtype=np.int64)}
+    for eng in (read, unread):
+        assert eng.push("S", cols, np.array([1, 2, 2], dtype=np.int64)) == 3
+        with pytest.raises(InputError, match="below what 'S' has already passed"):
+            eng.push("S", cols, np.array([0, 5, 6], dtype=np.int64))
+        with pytest.raises(InputError, match="goes backwards"):
+            eng.push("S", cols, np.array([5, 4, 6], dtype=np.int64))
+        with pytest.raises(InputError, match="column 'a'"):
+            eng.push("S", {"a": ["x", "y", "z"], "t": [1, 2, 3]}, 7)
+    read.run()
+    assert [len(b) for b in q.drain_batches()] == [3]
+    a, b = read.sources["s"], unread.sources["s"]
+    assert (a.frontier, a.elements_in, a.queue.tuples_in, a.queue.last_ts) == \
+        (b.frontier, b.elements_in, b.queue.tuples_in, b.queue.last_ts) == (2, 3, 3, 2)
+    late = unread.execute("SELECT * FROM S")
+    unread.push("S", cols, np.array([3, 4, 5], dtype=np.int64))
+    unread.run()
+    assert [e.ts for e in late.drain()] == [3, 4, 5]
