@@ -107,8 +107,7 @@ class Query:
                 if approx is not None:           # a copy: the batch may be read by others too
                     item = Batch(item.ts, item.sign, item.cols)
                     item.approx = approx
-                    if (p := self.engine.shedder.scale_rate(self.id)) < 1.0:
-                        item = self.engine.shedder.scale(self, item, p)
+                    item = self.engine.shedder.scaled(self, item)
                 out.append(item)
 
     def drain_items(self) -> list[Batch | Heartbeat]:

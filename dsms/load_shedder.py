@@ -352,12 +352,14 @@ class LoadShedder:
             return [lin[2]]
         return []
 
-    def scale_rate(self, query_id: str) -> float:
+    def scale_rate(self, query_id: str, ts: np.ndarray | None = None) -> float | np.ndarray:
         """The rate the query's COUNT and SUM results are to be scaled by (1/rate): its drops' rate, or while
         its approximation lingers the rate its state was sampled at (1 when it was not shed), times the
         sampling rate p_L p_R of every join of kind reservoir under its top aggregate
         (``dsms/operators/join_kind.py``). Another approximate entity that aggregates its own sample scales
-        what it samples itself."""
+        what it samples itself. With ``ts`` (the result rows' instants) the rate is per row: a join's input
+        counts only from the instant its sample took effect, since rows before it were computed from exact
+        state (a result computed just before a switch may be delivered after it)."""
         p = self.effective(query_id)
         if p < 1.0:
             if self.selection_edge(query_id) is not None:
@@ -368,16 +370,22 @@ class LoadShedder:
         joins = self._joins.get(query_id)
         if joins is None:
             joins = self._joins[query_id] = sampling_joins(self.engine, query_id)
+        rate: float | np.ndarray = p
         for j in joins:
             if j.gates[0] is not None or j.gates[1] is not None:
-                p *= min(1.0, max(j.sampling_rate(), 1e-12))
-        return p
+                rate = rate * (j.sampling_rate() if ts is None else j.sampling_rates_at(ts))
+        return np.clip(rate, 1e-12, 1.0) if isinstance(rate, np.ndarray) else min(1.0, max(rate, 1e-12))
 
-    def scale(self, query: Any, batch: Batch, p: float) -> Batch:
-        """The query's result batch with its COUNT and SUM columns scaled by 1/p (AVG is not: a ratio of two
-        scaled sums is the unscaled ratio). Other columns are left as they are."""
+    def scaled(self, query: Any, batch: Batch) -> Batch:
+        """``batch`` of the query's results with its COUNT and SUM columns scaled by 1/rate for each row
+        (``scale_rate``); the batch itself when nothing is to be scaled."""
+        return self.scale(query, batch, self.scale_rate(query.id, batch.ts))
+
+    def scale(self, query: Any, batch: Batch, p: float | np.ndarray) -> Batch:
+        """The query's result batch with its COUNT and SUM columns scaled by 1/p (one rate, or one per row;
+        AVG is not: a ratio of two scaled sums is the unscaled ratio). Other columns are left as they are."""
         cols = scaled_columns(query.node)
-        if not cols or p >= 1.0:
+        if not cols or np.min(p, initial=1.0) >= 1.0:
             return batch
         out = list(batch.cols)
         for k in cols:

@@ -46,6 +46,7 @@ class JoinStateKind:
         self.gated: list[list[Batch]] = [[], []]          # sampled deltas waiting to be applied (time order)
         self.copies = [[0, 0], [0, 0]]                      # per side, copies entered and left while exact
         self.pending_kinds: list[str | None] = [None, None]
+        self.sampled_from: list[int | None] = [None, None]  # per side, the instant its sample took effect
         self.fifo_windows = [None, None]                    # the RANGE window each side reads (planner)
         self.seed_base = 0
         self.switches = 0
@@ -78,6 +79,29 @@ class JoinStateKind:
             syn = self.sides[side]
             object.__setattr__(syn, type(syn).state_kind.slot, kind)
 
+    @property
+    def pending_kind(self) -> str | None:
+        """A kind asked for on either input and not in effect yet (what the memory governor reads so that it
+        does not ask twice); None when nothing is pending."""
+        return next((k for k in self.pending_kinds if k is not None), None)
+
+    def projected_bytes(self, kind: str) -> int | None:
+        """Bytes the join's indexes would hold in ``kind`` if switched now, for the memory governor to weigh
+        a switch against what it frees: a sampled input keeps at most its ``reservoir_rows`` of the rows it
+        holds, at their present bytes per row; None for exact from a sample (the rows dropped are known only
+        once they are back). Raises ValueError for a kind a join does not take."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown synopsis kind {kind!r} for a join; it takes one of {', '.join(KINDS)}")
+        if kind == self.kind_in_effect():
+            return sum(s.nbytes() for s in self.sides)
+        if kind == "exact":
+            return None
+        total = 0
+        for syn in self.sides:
+            n, b = len(syn), syn.nbytes()
+            total += b if n <= syn.reservoir_rows else b * syn.reservoir_rows // n
+        return total
+
     def table_bytes(self) -> int:
         """Bytes of the join's state: both indexes and their samples."""
         return sum(s.nbytes() for s in self.sides) + sum(g.nbytes() for g in self.gates if g is not None)
@@ -89,6 +113,17 @@ class JoinStateKind:
     def sampling_rate(self) -> float:
         """The probability that a pair of the exact join is in the sampled one: p_L p_R (1 when exact)."""
         return self.side_fraction(0) * self.side_fraction(1)
+
+    def sampling_rates_at(self, ts: np.ndarray) -> np.ndarray:
+        """p_L p_R for result rows at the instants ``ts``: a sampled side counts from the instant its sample
+        took effect; rows before it were computed from its exact state."""
+        out = np.ones(len(ts))
+        for side in (0, 1):
+            if self.gates[side] is None:
+                continue
+            f, since = self.side_fraction(side), self.sampled_from[side]
+            out *= f if since is None else np.where(ts >= since, f, 1.0)
+        return out
 
     def approximation(self) -> Approx | None:
         """None while both inputs are exact. Sampled: the sampling rate p_L p_R and a bound on the relative
@@ -183,6 +218,7 @@ class JoinStateKind:
         seed = zlib.crc32(f"{self.seed_base}:{self.id}:{side}:{self.switches}".encode())
         gate = WindowSample(index.reservoir_rows, seed=seed, first_copy=left)
         self.gates[side] = gate
+        self.sampled_from[side] = tau
         if not n:
             return
         kept = gate.seed(live)

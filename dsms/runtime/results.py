@@ -452,8 +452,8 @@ def collect(states: Iterable[QueryResults], deliver: bool = True) -> None:
                 break
             if isinstance(item, Batch):
                 if len(item):
-                    if approx is not None and (p := st.query.engine.shedder.scale_rate(st.query.id)) < 1.0:
-                        item = st.query.engine.shedder.scale(st.query, item, p)
+                    if approx is not None:
+                        item = st.query.engine.shedder.scaled(st.query, item)
                     st.fan_out(item, deliver, approx)
             elif isinstance(item, Heartbeat):
                 hb = item.ts

@@ -224,3 +224,44 @@ def test_switchable_state_is_found_by_its_interface_and_gets_the_kind_it_takes()
         assert join.asked == ["reservoir", "exact"] and op.pending_kind is None
     finally:
         eng.ops.remove(join)
+
+
+def test_over_the_budget_a_join_goes_to_a_reservoir_sample_of_its_window():
+    """A real join, found by its interface like DISTINCT: the governor weighs what the sample would hold
+    (``projected_bytes``), asks for ``reservoir``, and the switch takes effect at the next instant; the
+    count is then marked approximate and scaled."""
+    eng = Engine({"seed": 3})
+    eng.execute("REGISTER STREAM S (a INT, b INT); REGISTER STREAM T (a INT, b INT)")
+    q = eng.execute("SELECT COUNT(*) FROM S [RANGE 100000] X, T [RANGE 100000] Y WHERE X.a = Y.a")
+    (join,) = eng.registry.entities("join")
+    for syn in join.sides:
+        eng.registry.set(syn.id, "reservoir_rows", 500)
+    rng = random.Random(4)
+    keys = {name: [rng.randrange(50) for _ in range(5000)] for name in "ST"}
+    for name in "ST":
+        eng.push(name, {"a": keys[name], "b": list(range(5000))}, ts=list(range(5000)))
+    eng.run()
+    q.drain()
+    before = state_bytes(join)
+    projected = join.projected_bytes("reservoir")
+    assert 0 < projected * 5 < before                          # 500 of 5,000 rows a side
+    with pytest.raises(ValueError, match="bloom"):
+        join.projected_bytes("bloom")
+    eng.set("sys:0", "memory_budget", eng.memory_bytes() - (before - projected) // 2)
+    eng.set("mem:0", "auto_kind", True)
+    eng.run()
+    gov = eng.entity("mem:0").get()
+    assert gov["switched"] == [join.id] and gov["last_switch"] == f"{join.id} exact -> reservoir"
+    assert join.pending_kind == "reservoir" and join.kind_in_effect() == "exact"    # at a future instant
+    for name in "ST":
+        eng.push(name, [{"a": 0, "b": -1}], ts=5000)
+    eng.run()
+    assert join.kind_in_effect() == "reservoir" and join.pending_kind is None
+    assert all(len(syn) <= 500 for syn in join.sides) and state_bytes(join) < before
+    keys["S"].append(0)
+    keys["T"].append(0)
+    exact = sum(keys["S"].count(k) * keys["T"].count(k) for k in range(50))   # the plain join's size
+    last = q.drain()[-1]
+    assert last.approx is not None and last.approx.sampling_rate < 0.02     # (500 / 5,001)^2
+    (count,) = last.row.values()
+    assert abs(count - exact) <= last.approx.rel_error * exact              # scaled by 1 / (p_L p_R)
