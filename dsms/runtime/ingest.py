@@ -80,6 +80,7 @@ class GroupCommit:
 
 
 def release(waiters: list[asyncio.Future], exc: BaseException | None) -> None:
+    """Wake every waiter not woken yet: with ``exc`` raised in it, or with None (the pump's idle waiters too)."""
     for f in waiters:
         if not f.done():
             if exc is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from dsms.engine import Engine
 from dsms.runtime.errors import RuntimeFailure
+from dsms.runtime.ingest import release
 
 log = logging.getLogger("dsms.runtime")
 
@@ -92,12 +93,7 @@ class EnginePump:
 
     def _release(self, exc: BaseException | None) -> None:
         waiters, self._idle = self._idle, []
-        for f in waiters:
-            if not f.done():
-                if exc is None:
-                    f.set_result(None)
-                else:
-                    f.set_exception(exc)
+        release(waiters, exc)
 
     async def run(self) -> None:
         self.work = self.work or asyncio.Event()
