@@ -234,3 +234,28 @@ def test_overview_lists_sources_and_queries_and_switches_the_scheduler_policy(pa
     policy.locator("button").click()
     expect(policy.locator(".msg.ok")).to_have_text(f"set to {start}")
     assert server.get("/system").json()["policy"] == start
+
+
+def test_overview_edits_the_memory_governor(page: Page, console: Console, server: Server) -> None:
+    """mem:0 is in no query's plan, so the overview carries its control table: a refused value says why and
+    changes nothing; an accepted one reaches the server and the change history."""
+    console.allow(400)
+    page.goto("/#/")
+    panel = page.locator("#governor-panel")
+    expect(panel.locator("h2")).to_contain_text("mem:0")
+    low = panel.locator("form[data-knob='low_water']")
+    low.locator("input").fill("1.5")
+    low.locator("button").click()
+    expect(low.locator(".msg.err")).to_contain_text("not below 1.0")
+    assert server.get("/entities/mem:0").json()["low_water"] == 0.5
+    auto = panel.locator("form[data-knob='auto_kind']")
+    start = server.get("/entities/mem:0").json()["auto_kind"]
+    auto.locator("select").select_option(str(not start).lower())
+    auto.locator("button").click()
+    expect(auto.locator(".msg.ok")).to_have_text(f"set to {str(not start).lower()}")
+    assert server.get("/entities/mem:0").json()["auto_kind"] is (not start)
+    expect(panel.locator(".history-table tbody tr").first.locator("td").nth(1)).to_have_text("auto_kind")
+    expect(panel.locator(".stats-table")).to_contain_text("switches")
+    auto.locator("select").select_option(str(start).lower())
+    auto.locator("button").click()
+    expect(auto.locator(".msg.ok")).to_have_text(f"set to {str(start).lower()}")

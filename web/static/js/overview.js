@@ -1,5 +1,6 @@
 // The overview: streams and relations with their rates, queries with state, result rate and lag, the
-// system control table (scheduler policy, memory budget, shedding) and total memory over time.
+// system control table (scheduler policy, memory budget, shedding), the memory governor's (mem:0: switch
+// synopses to approximate kinds over the budget), and total memory over time.
 
 import { events, get, quietly } from "./api.js";
 import { clear, fmtBytes, fmtNum, h } from "./dom.js";
@@ -10,6 +11,7 @@ export async function overviewPage(main, signal) {
   const srcBody = h("tbody");
   const qBody = h("tbody");
   const sysBox = h("div", { class: "panel", id: "system-panel" });
+  const govBox = h("div", { class: "panel", id: "governor-panel" });
   const plotBox = h("div", { class: "plots one" });
   const memNow = h("p", { class: "muted", id: "memory-now", role: "status" });
   clear(main).append(
@@ -24,9 +26,13 @@ export async function overviewPage(main, signal) {
             "frontier", "backlog"].map((t) => h("th", { scope: "col" }, t)))), srcBody))),
       h("div", { class: "col" },
         h("section", { "aria-labelledby": "m-h", class: "memory" }, h("h2", { id: "m-h" }, "Memory"), memNow, plotBox),
-        sysBox)));
+        sysBox, govBox)));
   const table = new ControlTable(sysBox, "sys:0");
   await table.load();
+  // The memory governor is in no query's plan: its statistics are refreshed with the memory history (they
+  // are not in the overview's snapshot).
+  const governor = new ControlTable(govBox, "mem:0");
+  await governor.load();
   const plot = new MemoryPlot(plotBox, "Queues and synopses, last minutes", { height: 150 });
 
   const drawSources = (sources) => {
@@ -62,6 +68,7 @@ export async function overviewPage(main, signal) {
   const refresh = async () => {
     const hist = await get("/stats/history");
     plot.set(hist.t, hist.series);
+    governor.update(await get("/entities/mem:0"));
   };
   quietly(refresh());
   const timer = setInterval(() => quietly(refresh()), 2000);
