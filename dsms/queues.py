@@ -135,7 +135,13 @@ class QueueReader:
         item = q._items[i]
         self.pos += 1
         if i == 0:
-            q._trim()
+            if len(q._readers) == 1 and q._readers[0] is self:    # _trim inlined: the item was the oldest
+                q._items.popleft()
+                q._base += 1
+                q.bytes -= item.nbytes
+                q.tuples -= len(item)
+            else:
+                q._trim()
         if self.shed is not None:
             return self.shed.thin(item)
         return item
