@@ -9,7 +9,7 @@ nothing earlier will follow. A heartbeat carries that promise alone, when there 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -43,10 +43,7 @@ class Heartbeat:
     """``Heartbeat(h)``: no element with a timestamp below h will follow in this queue."""
 
     ts: int
-
-    @property
-    def nbytes(self) -> int:
-        return 8
+    nbytes: ClassVar[int] = 8          # a class constant, not a property: read at every put and trim
 
     def __len__(self) -> int:
         return 0

@@ -84,8 +84,8 @@ class Queue(Entity):
             self.last_ts = last_ts
 
     def full(self) -> bool:
-        cap = self.capacity
-        return cap is not None and self.tuples >= cap
+        cap = self._knob_capacity      # the knob's stored value, read without its descriptor: asked of every
+        return cap is not None and self.tuples >= cap     # ready operator's output at every step of a run
 
     def _trim(self) -> None:
         readers = self._readers
@@ -112,6 +112,9 @@ class Queue(Entity):
                 return int(item.ts[0])
             return item.ts
         return None
+
+
+assert Queue.capacity.slot == "_knob_capacity"      # where ``full`` reads the knob
 
 
 class QueueReader:

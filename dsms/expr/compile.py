@@ -254,7 +254,12 @@ def _mod_by_constant(a: np.ndarray, b: int) -> np.ndarray:
         return np.fmod(a, b)
     shift = 31 + (d - 1).bit_length()
     m = -(-(1 << shift) // d)
-    return a - ((a * m) >> shift) * d
+    q = a * m                                  # in [0, 2**63): the unsigned shift is numpy's faster one
+    qu = q.view(np.uint64)
+    np.right_shift(qu, np.uint64(shift), out=qu)
+    q *= d
+    np.subtract(a, q, out=q)
+    return q
 
 
 _INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": _int_div, "%": _int_mod}
