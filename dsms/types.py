@@ -218,13 +218,14 @@ class ColumnCheck:
     columns spent 10-20 us in the general checks, each column's type name upper-cased and looked up again on
     every call). ``exact`` accepts only what ``typed_columns`` would return unchanged, so the two agree."""
 
-    __slots__ = ("index", "dtypes", "ts_cols", "width")
+    __slots__ = ("index", "dtypes", "ts_cols", "width", "names")
 
     def __init__(self, schema: Sequence[tuple[str, str]]) -> None:
         self.index = {c: j for j, (c, _) in enumerate(schema)}
         self.dtypes = [numpy_dtype(t) for _, t in schema]
         self.ts_cols = [j for j, (_, t) in enumerate(schema) if t.upper() == TIMESTAMP]
         self.width = len(schema)
+        self.names = tuple(c for c, _ in schema)
 
     def exact(self, cols: Any) -> tuple[list[np.ndarray], int] | None:
         """``cols`` as the schema's columns and the row count, when it is a dict holding every column under its
@@ -232,21 +233,27 @@ class ColumnCheck:
         within range; otherwise None (``typed_columns`` decides, with its messages)."""
         if type(cols) is not dict or len(cols) != self.width:
             return None
-        index, dtypes = self.index, self.dtypes
-        out: list = [None] * self.width
+        if tuple(cols) == self.names:          # the schema's names in its order: no lookup per column
+            out: list = list(cols.values())
+        else:
+            index = self.index
+            out = [None] * self.width
+            for c, v in cols.items():
+                j = index.get(c)
+                if j is None:
+                    return None
+                out[j] = v                     # as many distinct names as columns: every position is filled
         n = -1
-        for c, v in cols.items():
-            j = index.get(c)
-            if j is None or type(v) is not np.ndarray or v.ndim != 1:
+        for v, dt in zip(out, self.dtypes):
+            if type(v) is not np.ndarray or v.ndim != 1:
                 return None
-            dt = v.dtype
-            if dt is not dtypes[j] and dt != dtypes[j]:
+            d = v.dtype
+            if d is not dt and d != dt:
                 return None
             if n < 0:
                 n = len(v)
             elif len(v) != n:
                 return None
-            out[j] = v
         if n > 0:
             for j in self.ts_cols:
                 v = out[j]
