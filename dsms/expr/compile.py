@@ -222,44 +222,14 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return q
 
 
-MOD_BY_MULTIPLY_ROWS = 4096     # from this many rows a constant divisor goes by multiply and shift
-
-
 def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """INT % INT with the sign of the dividend; by zero 0."""
     if np.ndim(b) == 0:                                 # a constant divisor (see _operand_fns)
-        if b == 0:
-            return np.zeros(np.shape(a), dtype=np.int64)
-        if np.ndim(a) == 1 and len(a) >= MOD_BY_MULTIPLY_ROWS:
-            return _mod_by_constant(a, int(b))
-        return np.fmod(a, b)
+        return np.fmod(a, b) if b != 0 else np.zeros(np.shape(a), dtype=np.int64)
     zero = b == 0
     r = np.fmod(a, np.where(zero, 1, b))
     r[zero] = 0
     return r
-
-
-def _mod_by_constant(a: np.ndarray, b: int) -> np.ndarray:
-    """``np.fmod(a, b)`` for a constant ``b``, by a multiply and a shift when every value of ``a`` is in
-    [0, 2**31) and 0 < |b| < 2**31: numpy's int64 division is not vectorised (about 5 ns a value: NEXMark q2's
-    ``auction % 123`` was a third of its time at 10,000 events a push, issue 15), a multiply and a shift are.
-
-    Granlund and Montgomery, "Division by invariant integers using multiplication" (PLDI 1994), theorem 4.2:
-    with N = 31, l = ceil(log2 |b|) and m = ceil(2**(N + l) / |b|), 2**(N + l) <= m |b| <= 2**(N + l) + 2**l,
-    so floor(x / |b|) = (x m) >> (N + l) for every 0 <= x < 2**N; m <= 2**32, so x m < 2**63 fits an int64.
-    For x >= 0, fmod(x, b) = x - floor(x / |b|) |b| whatever the sign of b. Other inputs take ``np.fmod``
-    (``tests/expr/test_int_mod.py`` checks the two agree)."""
-    d = abs(b)
-    if d >= 1 << 31 or int(np.minimum.reduce(a)) < 0 or int(np.maximum.reduce(a)) >= 1 << 31:
-        return np.fmod(a, b)
-    shift = 31 + (d - 1).bit_length()
-    m = -(-(1 << shift) // d)
-    q = a * m                                  # in [0, 2**63): the unsigned shift is numpy's faster one
-    qu = q.view(np.uint64)
-    np.right_shift(qu, np.uint64(shift), out=qu)
-    q *= d
-    np.subtract(a, q, out=q)
-    return q
 
 
 _INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": _int_div, "%": _int_mod}
