@@ -142,17 +142,6 @@ def _values(c: np.ndarray) -> list:
     return out
 
 
-_ONES = np.ones(1 << 16, dtype=np.int8)
-_ONES.setflags(write=False)
-
-
-def insert_signs(n: int) -> np.ndarray:
-    """``n`` insert signs (+1), read-only: a view of one shared buffer up to 65,536 rows, so that a push does
-    not allocate and fill its sign column (issue 15: about 0.7 us of each push). No operator writes a batch's
-    columns in place; one that tried would fail loudly here instead of changing other batches."""
-    return _ONES[:n] if n <= len(_ONES) else np.ones(n, dtype=np.int8)
-
-
 def from_rows(ts: list[int], sign: list[int], rows: list[tuple], dtypes: list[np.dtype]) -> Batch:
     """Build a batch from Python rows; the inverse of ``Batch.rows``."""
     n = len(ts)
