@@ -128,3 +128,20 @@ def test_columns_in_any_order_land_in_the_schemas_positions(n, rnd):
     want, k = typed_columns(SCHEMA, cols=cols)
     assert m == k == n
     assert [g.tolist() for g in got] == [w.tolist() for w in want] == [good[c].tolist() for c, _ in SCHEMA]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 2, 5, -5, TS_LIMIT, -TS_LIMIT, TS_LIMIT + 1, -TS_LIMIT - 1, 2**63 - 1,
+                                 -(2**63)]), min_size=1, max_size=40), st.sampled_from([None, -TS_LIMIT, 0, 2]))
+def test_timestamp_checks_of_an_int64_array_agree_with_a_list(values, frontier):
+    """``check_timestamps`` on an int64 array (its fast path: order by ``argmax`` of the descents, range at the
+    ends) and on the same values as a Python list (the general path) accept and refuse alike."""
+    from dsms.types import check_timestamps
+
+    def verdict(ts):
+        try:
+            return check_timestamps("S", ts, len(values), frontier).tolist()
+        except InputError as e:
+            return ("refused", e.index)
+
+    assert verdict(np.array(values, dtype=np.int64)) == verdict(list(values))
