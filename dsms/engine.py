@@ -520,8 +520,11 @@ class Engine:
             ents = self._approx_sources[query_id] = [
                 e for op in self.ops if query_id in op.owners for e in (op, *op.synopses)
                 if hasattr(e, "approximation")]
+        shedder = self.shedder
+        if not ents and not shedder.placed and not shedder.lingering:
+            return None                   # asked at every drain: nothing here can be approximate
         parts = [e.approximation() for e in ents]
-        parts += self.shedder.approximations(query_id)
+        parts += shedder.approximations(query_id)
         return combine(parts)
 
     def set_query_weight(self, query_id: str, weight: float) -> None:
