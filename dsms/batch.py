@@ -9,7 +9,7 @@ nothing earlier will follow. A heartbeat carries that promise alone, when there 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -43,10 +43,7 @@ class Heartbeat:
     """``Heartbeat(h)``: no element with a timestamp below h will follow in this queue."""
 
     ts: int
-
-    @property
-    def nbytes(self) -> int:
-        return 8
+    nbytes: ClassVar[int] = 8          # a class constant, not a property: read at every put and trim
 
     def __len__(self) -> int:
         return 0
@@ -80,12 +77,18 @@ class Batch:
         if self._nbytes is not None:
             return self._nbytes
         known = self.col_bytes
-        if known is None:
-            known = [column_bytes(c) for c in self.cols]
-        else:
-            known = [column_bytes(c) if b is None else b for b, c in zip(known, self.cols)]
-        self.col_bytes = known
-        total = self._nbytes = self.ts.nbytes + self.sign.nbytes + sum(known)
+        sizes = []
+        total = self.ts.nbytes + self.sign.nbytes
+        for j, c in enumerate(self.cols):        # column_bytes inlined: asked at every put of every batch
+            b = None if known is None else known[j]
+            if b is None:
+                b = c.nbytes
+                if c.dtype.hasobject and len(c):
+                    b += _string_bytes(c)
+            sizes.append(b)
+            total += b
+        self.col_bytes = sizes
+        self._nbytes = total
         return total
 
     @property
@@ -119,7 +122,7 @@ STR_SAMPLE = 32      # strings looked at to estimate a string column's bytes (Ba
 
 def column_bytes(c: np.ndarray) -> int:
     """The bytes one column holds: its buffer, plus the string objects of a STRING column (``Batch.nbytes``)."""
-    return int(c.nbytes) + (_string_bytes(c) if c.dtype == object and len(c) else 0)
+    return int(c.nbytes) + (_string_bytes(c) if c.dtype.hasobject and len(c) else 0)
 
 
 def _string_bytes(c: np.ndarray) -> int:

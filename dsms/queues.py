@@ -84,8 +84,8 @@ class Queue(Entity):
             self.last_ts = last_ts
 
     def full(self) -> bool:
-        cap = self.capacity
-        return cap is not None and self.tuples >= cap
+        cap = self._knob_capacity      # the knob's stored value, read without its descriptor: asked of every
+        return cap is not None and self.tuples >= cap     # ready operator's output at every step of a run
 
     def _trim(self) -> None:
         readers = self._readers
@@ -114,6 +114,9 @@ class Queue(Entity):
         return None
 
 
+assert Queue.capacity.slot == "_knob_capacity"      # where ``full`` reads the knob
+
+
 class QueueReader:
     """One reader's cursor into a shared queue."""
 
@@ -135,7 +138,13 @@ class QueueReader:
         item = q._items[i]
         self.pos += 1
         if i == 0:
-            q._trim()
+            if len(q._readers) == 1 and q._readers[0] is self:    # _trim inlined: the item was the oldest
+                q._items.popleft()
+                q._base += 1
+                q.bytes -= item.nbytes
+                q.tuples -= len(item)
+            else:
+                q._trim()
         if self.shed is not None:
             return self.shed.thin(item)
         return item

@@ -52,8 +52,12 @@ def columns(draw):
 
 
 @settings(max_examples=400, deadline=None)
-@given(columns())
-def test_fast_path_agrees_with_typed_columns(cols):
+@given(columns(), st.randoms(use_true_random=False))
+def test_fast_path_agrees_with_typed_columns(cols, rnd):
+    if rnd.random() < 0.5:                                  # the columns in another order than the schema's
+        keys = list(cols)
+        rnd.shuffle(keys)
+        cols = {k: cols[k] for k in keys}
     check = ColumnCheck(SCHEMA)
     fast = check.exact(cols)
     try:
@@ -107,3 +111,37 @@ def test_a_push_nobody_reads_is_validated_and_counted_like_any_other():
     unread.push("S", cols, np.array([3, 4, 5], dtype=np.int64))
     unread.run()
     assert [e.ts for e in late.drain()] == [3, 4, 5]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 5), st.randoms(use_true_random=False))
+def test_columns_in_any_order_land_in_the_schemas_positions(n, rnd):
+    """The fast path takes a dict in the schema's order without a lookup per column; in any other order each
+    column still goes to its own position (INT and TIMESTAMP share a dtype, so a mix-up would pass the checks)."""
+    good = {"a": np.arange(n, dtype=np.int64), "b": np.arange(n, dtype=np.float64) / 2,
+            "s": np.array([str(i) for i in range(n)] + [None], dtype=object)[:-1],
+            "t": np.arange(n, dtype=np.int64) * 1000 + 7, "ok": np.arange(n) % 2 == 0}
+    keys = list(good)
+    rnd.shuffle(keys)
+    cols = {k: good[k] for k in keys}
+    got, m = ColumnCheck(SCHEMA).exact(cols)
+    want, k = typed_columns(SCHEMA, cols=cols)
+    assert m == k == n
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] == [good[c].tolist() for c, _ in SCHEMA]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 2, 5, -5, TS_LIMIT, -TS_LIMIT, TS_LIMIT + 1, -TS_LIMIT - 1, 2**63 - 1,
+                                 -(2**63)]), min_size=1, max_size=40), st.sampled_from([None, -TS_LIMIT, 0, 2]))
+def test_timestamp_checks_of_an_int64_array_agree_with_a_list(values, frontier):
+    """``check_timestamps`` on an int64 array (its fast path: order by ``argmax`` of the descents, range at the
+    ends) and on the same values as a Python list (the general path) accept and refuse alike."""
+    from dsms.types import check_timestamps
+
+    def verdict(ts):
+        try:
+            return check_timestamps("S", ts, len(values), frontier).tolist()
+        except InputError as e:
+            return ("refused", e.index)
+
+    assert verdict(np.array(values, dtype=np.int64)) == verdict(list(values))

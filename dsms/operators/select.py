@@ -28,7 +28,9 @@ class SelectOp(Operator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         n = len(batch)
-        keep = np.flatnonzero(self.predicate(colmap(batch), n))    # one pass; ``mask.all()`` was another
+        mask = self.predicate(colmap(batch), n)
+        # one pass (``mask.all()`` was another); the method, as ``np.flatnonzero`` adds two Python wrappers
+        keep = mask.nonzero()[0] if type(mask) is np.ndarray and mask.ndim == 1 else np.flatnonzero(mask)
         if len(keep) == n:
             self.emit(batch)
         elif len(keep):
