@@ -61,6 +61,7 @@ class Query:
         #: the static approximation asked for at registration ({"window": f, "sample": g}; empty: none)
         self.reduction: dict[str, float] = {}
         self.weight = 1.0                        # the load shedder weighs this query's error by it
+        self.registered_at = engine.now()        # None before any input (the load shedder's origin)
         self.approx: Approx | None = None        # as of the last ``approximation()``
         self.approx_since: int | None = None     # application time the query became exact or approximate
 

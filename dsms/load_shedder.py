@@ -181,7 +181,6 @@ class LoadShedder:
         self.unit_cost: dict[str, float] = {}   # op id -> its cost per tuple as the model counts it (ns)
         self.history: dict[str, list[tuple[int, float]]] = {}   # qid -> (first ts read at it, rate), in order
         self.origin: dict[str, int] = {}        # qid -> the first timestamp its input had for it
-        self._born: dict[str, int | None] = {}  # qid -> the application time when the shedder first saw it
         self._dt: float | None = None
         self._demand: dict[str, float] = {}     # the smoothed demand of the last measurement
         self.forced: str | None = None
@@ -349,9 +348,8 @@ class LoadShedder:
         was registered before any input, the first timestamp its inputs received."""
         if qid in self.origin:
             return
-        if qid not in self._born:
-            self._born[qid] = self.engine.now()
-        born = self._born[qid]
+        query = self.engine.query_list.get(qid)
+        born = getattr(query, "registered_at", None)
         if born is not None:
             self.origin[qid] = born + 1
             return
@@ -441,8 +439,6 @@ class LoadShedder:
             del self.history[q]
         for q in [q for q in self.origin if q not in self.engine.query_list]:
             del self.origin[q]
-        for q in [q for q in self._born if q not in self.engine.query_list]:
-            del self._born[q]
         for q in self.engine.query_list:
             self._note_origin(q)
         live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
