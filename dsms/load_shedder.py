@@ -115,6 +115,7 @@ SELECTION_MIN_RATE = 0.01      # a selection's share never falls below this (its
 SMOOTHING = 0.5                # weight of the newest observation in the calibration factor (an EWMA)
 LAG_STEPS = 2                  # the backlog above the system's lag_target is worked off within this many steps
 MIN_ROOM = 0.5                 # the capacity planned for new input never falls below this share of the target
+MAX_HISTORY = 512              # rate changes kept per query (older ones are merged, their average kept)
 MIN_BUSY = 0.05                # the factor is observed only over intervals the engine was busy this share of
 
 
@@ -376,6 +377,9 @@ class LoadShedder:
             cut = b - h
             while len(hist) > 1 and hist[1][0] <= cut:
                 hist.pop(0)
+        while len(hist) > MAX_HISTORY:            # the two oldest become one at their average rate (the
+            (b0, r0), (b1, r1), (b2, _) = hist[:3]   # rows read under both count the same)
+            hist[:2] = [(b0, (r0 * (b1 - b0) + r1 * (b2 - b1)) / max(b2 - b0, 1))]
 
     def realised_rate(self, qid: str, ts: np.ndarray | int) -> np.ndarray:
         """The rate the rows a result at instant ``ts`` aggregates were sampled at: the rate in force for

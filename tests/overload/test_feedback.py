@@ -14,7 +14,7 @@ import pytest
 
 from control_tables import ControlTableError
 from dsms import Engine
-from dsms.load_shedder import LoadShedder
+from dsms.load_shedder import MAX_HISTORY, LoadShedder
 
 Q = "SELECT g, COUNT(*) AS c FROM S [RANGE 1000000] GROUP BY g"
 
@@ -159,3 +159,18 @@ def test_a_rate_that_changes_does_not_bias_a_long_window(late):
     count = int(last.cols[0][np.flatnonzero(last.sign > 0)[-1]])
     assert abs(count - 20_000) < 400, count
     assert eng.shedder.realised_rate(q.id, 19_999)[0] == pytest.approx(0.75, rel=1e-3)
+
+
+def test_the_rate_history_stays_small_and_keeps_the_average():
+    """A rate changed at every one of 2,000 steps: the history keeps at most ``MAX_HISTORY`` entries, and the
+    rate the whole stream was sampled at is still the average over it."""
+    eng = Engine({"seed": 6})
+    eng.execute("REGISTER STREAM S (g INT)")
+    q = eng.execute("SELECT COUNT(*) AS c FROM S")
+    rates = [0.2 + 0.6 * (k % 7) / 6 for k in range(2000)]
+    for k, r in enumerate(rates):
+        eng.push("S", {"g": [0] * 10}, ts=list(range(10 * k, 10 * k + 10)))
+        eng.shedder.shed({q.id: r})
+        eng.run()
+    assert len(eng.shedder.history[q.id]) <= MAX_HISTORY
+    assert eng.shedder.realised_rate(q.id, 19_999)[0] == pytest.approx(float(np.mean(rates)), rel=1e-6)
