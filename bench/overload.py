@@ -10,21 +10,24 @@ where an allocation beats one rate for all).
 Method, all in one process:
 
 1. The exact answer of every query, computed offline with numpy from the whole stream (``offline_exact``),
-   and the exact run of the engine, which must agree with it (the benchmark stops otherwise) and gives
-   each query's CPU cost (its operators' cost per tuple times the tuples they read; shared ones split),
-   its aggregate's error profile, and the total CPU time T of the stream: the measured capacity.
-2. For load L in 1x, 2x, 3x the per-tuple CPU budget is C / L, C the queries' per-tuple costs measured in
-   the exact run; the shedder's rates are ``solve_rates`` of the costs and profiles within it, and the
-   baseline drops the input uniformly at the one rate that fits the same budget (1 / L). Each is run over
-   the same stream with its drops in place (at 1x every rate is 1: both are the exact run, not run again);
-   per-run overheads do not shrink with the rates, so the CPU time a run takes (``cpu_s``, process time) is
-   reported beside it.
+   and the exact run of the engine, which must agree with it (the benchmark stops otherwise) and gives the
+   engine's measured capacity: its CPU per batch, ``interval`` (T / batches, T the CPU of the whole run).
+2. For load L in 1x, 2x, 3x the stream is fed at L times that capacity, a batch every ``interval / L``
+   seconds of virtual time, to an engine whose load shedder runs its own closed loop (``closed_loop``):
+   before every run it steps on the virtual clock with the CPU the runs took as the engine's busy time
+   (so it measures the demand, calibrates its cost model and sees the input backlog as in the server,
+   with the system's ``load_threshold`` ``--threshold`` and ``lag_target`` ``--lag-target`` batches of
+   exact CPU). Every batch that has arrived when a run starts is pushed first and waits in the input
+   queue (the backlog, in bytes); the run processes what is queued; a batch's latency is the run's end
+   minus its arrival. The baseline, uniform input dropping, runs under the same loop (``UniformShedder``:
+   the same capacity, one rate for every query). The exact engine's latency at load L is that of its
+   measured batches in a FIFO queue fed at L times the capacity (``fifo_latencies``).
 3. Per run: the relative error of each query (per aggregate column, the mean over groups of
    |estimate - exact| / |exact|, a group missing from the estimate counting 1; the query's error is its
-   largest column), max and mean over queries; peak bytes (``Engine.memory_bytes`` after each batch);
-   p99 latency of a batch in a single-server queue fed at L times the exact rate (arrival every T / (L n)
-   seconds, service the batch's measured processing time), so a run that cannot keep up shows a growing
-   latency and one that can shows a bounded one; the exact run's latency at load L is shown beside it.
+   largest column), max and mean over queries; peak bytes (``Engine.memory_bytes`` when a run starts),
+   split into queued bytes (every queue: the backlog) and state (the rest: windows, aggregates); p99
+   latency over the whole stream and over each half (bounded: the second half's no higher than the
+   first's); the CPU the run took, the shedder's steps (factor, lag, planned capacity, smallest rate).
 
 Cheap per row: columns go in as numpy arrays, results are folded with numpy (a group's last changelog row
 wins), errors are computed with numpy, and batches are 100,000 rows, so the CPU is the engine's (about
@@ -41,7 +44,8 @@ and, for contrast, on independent values.
 Usage::
 
     python3 bench/overload.py [--rows 60000] [--groups 1000] [--queries 100] [--batch 100000]
-        [--sel-rows 500000] [--sel-batch 10000] [--run-length 300] [--only all|aggregate|selection] [--json FILE]
+        [--sel-rows 500000] [--sel-batch 10000] [--run-length 300] [--threshold 0.9] [--lag-target 1]
+        [--only all|aggregate|selection] [--json FILE]
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dsms import Engine  # noqa: E402
-from dsms.load_shedder import allot, solve_rates  # noqa: E402
+from dsms.load_shedder import LoadShedder, allot  # noqa: E402
 
 
 def workload(args: argparse.Namespace) -> tuple[dict, list[float]]:
@@ -111,6 +115,82 @@ def run(args: argparse.Namespace, data: dict, sels: list[float], rates: dict | N
     profiles = {q.id: eng.shedder.profile(q.id) for q in qs}
     return {"results": results, "service": service, "peak": peak, "ids": ids,
             "costs": [costs[i] for i in ids], "profiles": [profiles[i] for i in ids]}
+
+
+class UniformShedder(LoadShedder):
+    """The naive baseline under the same control loop: the same measurement, calibration and lag feedback
+    decide the capacity, and every query gets the one rate that fits it (uniform input dropping at the same
+    CPU budget) instead of BDM04's rates."""
+
+    def allocate(self, demand: dict[str, float], cap: float) -> dict[str, float]:
+        total = sum(demand.values())
+        p = 1.0 if total <= 0 else min(1.0, max(1e-6, cap / total))
+        return {q: p for q in demand}
+
+
+def closed_loop(args: argparse.Namespace, data: dict, sels: list[float], load: float, interval: float,
+                method: str) -> dict:
+    """The stream fed at ``load`` times the engine's measured capacity (a batch every ``interval / load``
+    seconds of virtual time, ``interval`` the exact run's mean CPU per batch) to one engine whose load
+    shedder (``method`` shedder: BDM04's rates; uniform: ``UniformShedder``; exact: none) steps before every
+    run, on the virtual clock and with the CPU the runs took as the engine's busy time: the feedback loop
+    of the server, with the CPU the only resource. Every batch that has arrived by the time a run starts is
+    pushed first (it waits in the input queue: that is the backlog, measured in bytes), the run processes
+    what is queued (``Engine.run`` to idle), and each batch's latency is the run's end minus its arrival."""
+    eng, qs = build(args, sels)
+    clock, spent = [0.0], [0.0]
+    if method != "exact":
+        kind = LoadShedder if method == "shedder" else UniformShedder
+        eng.shedder = kind(eng, clock=lambda: clock[0], busy=lambda: spent[0])
+        eng.set("sys:0", "load_threshold", args.threshold)
+        eng.set("sys:0", "lag_target", args.lag_target * interval)
+    n = len(data["g"])
+    starts = list(range(0, n, args.batch))
+    gap = interval / load
+    results = [Answer(args.groups) for _ in qs]
+    now, k, lat, pending = 0.0, 0, [0.0] * len(starts), []
+    peak = peak_queue = peak_state = 0
+    steps: list[dict] = []
+    while k < len(starts) or pending:
+        if not pending and k * gap > now:
+            now = k * gap                         # idle until the next batch arrives
+        t0 = time.process_time()
+        while k < len(starts) and k * gap <= now:
+            lo = starts[k]
+            hi = min(n, lo + args.batch)
+            eng.push("S", {c: data[c][lo:hi] for c in ("g", "v", "f")}, ts=np.arange(lo, hi))
+            pending.append(k)
+            k += 1
+        if k == len(starts):
+            eng.heartbeat(n + 1)
+        queued = sum(q.bytes for q in eng.queues)
+        total = eng.memory_bytes()
+        peak, peak_queue, peak_state = max(peak, total), max(peak_queue, queued), max(peak_state, total - queued)
+        push = time.process_time() - t0
+        clock[0] = now
+        if method != "exact":
+            eng.shedder.step()
+            sh = eng.shedder
+            steps.append({"t": round(now, 3), "factor": round(sh.factor, 4), "lag_s": round(sh.lag, 3),
+                          "planned": round(sh.planned, 4), "load": round(sh.load, 4),
+                          "rate_min": round(min(sh.rates.values(), default=1.0), 4), "queued": len(pending)})
+        t0 = time.process_time()
+        eng.run()
+        for q, a in zip(qs, results):
+            for b in q.drain_batches():
+                a.fold(b)
+        took = push + time.process_time() - t0
+        spent[0] += took
+        now += took
+        for j in pending:
+            lat[j] = now - j * gap
+        pending = []
+    half = len(lat) // 2
+    return {"results": results, "peak": peak, "peak_queue": peak_queue, "peak_state": peak_state,
+            "cpu": spent[0], "p99": float(np.percentile(lat, 99)), "lat": lat,
+            "p99_first": float(np.percentile(lat[:half], 99)) if half else 0.0,
+            "p99_second": float(np.percentile(lat[half:], 99)), "steps": steps,
+            "shed": any(s["rate_min"] < 1.0 for s in steps)}
 
 
 class Answer:
@@ -169,15 +249,20 @@ def errors(exact: list[Answer], est: list[Answer]) -> list[float]:
     return out
 
 
-def p99_latency(service: list[float], interval: float) -> float:
-    """p99 of (finish - arrival) in a FIFO single server with arrivals every ``interval`` seconds."""
+def fifo_latencies(service: list[float], interval: float) -> list[float]:
+    """(finish - arrival) of each batch in a FIFO single server with arrivals every ``interval`` seconds."""
     free, lat = 0.0, []
     for k, s in enumerate(service):
         arrive = k * interval
         start = max(arrive, free)
         free = start + s
         lat.append(free - arrive)
-    return float(np.percentile(lat, 99))
+    return lat
+
+
+def p99_latency(service: list[float], interval: float) -> float:
+    """p99 of ``fifo_latencies``."""
+    return float(np.percentile(fifo_latencies(service, interval), 99))
 
 
 def selection_data(args: argparse.Namespace, local: bool) -> dict:
@@ -252,6 +337,9 @@ def main() -> None:
     ap.add_argument("--sel-rows", type=int, default=500_000, help="rows of the X8 selection workload")
     ap.add_argument("--sel-batch", type=int, default=10_000)
     ap.add_argument("--run-length", type=int, default=300, help="X8 data: mean rows per run of f")
+    ap.add_argument("--threshold", type=float, default=0.9, help="the system's load_threshold in the closed loop")
+    ap.add_argument("--lag-target", type=float, default=1.0,
+                    help="the system's lag_target in the closed loop, in batches of the exact run's mean CPU")
     ap.add_argument("--only", choices=("all", "aggregate", "selection"), default="all",
                     help="run one of the two workloads (default: both)")
     args = ap.parse_args()
@@ -265,7 +353,9 @@ def main() -> None:
 
 
 def aggregate_workload(args: argparse.Namespace) -> dict:
-    """The 100 aggregate queries at 1x, 2x, 3x: the figures the issue's JSON names."""
+    """The 100 aggregate queries at 1x, 2x, 3x, each load run closed-loop (``closed_loop``) with the load
+    shedder and with uniform dropping under the same control loop: the figures the issue's JSON names, plus
+    latency per half of the stream and peak bytes split into the input backlog and the rest."""
     data, sels = workload(args)
     truth = offline_exact(data, sels, args.groups)
     exact = run(args, data, sels, None)
@@ -274,47 +364,62 @@ def aggregate_workload(args: argparse.Namespace) -> dict:
         raise SystemExit(f"the unshed engine run differs from the offline exact answer ({drift})")
     total = sum(exact["service"])
     interval = total / len(exact["service"])
-    ids = exact["ids"]
-    costs = {i: c for i, c in zip(ids, exact["costs"])}
-    profiles = {i: p for i, p in zip(ids, exact["profiles"]) if p is not None}
     out = {"workload": {"rows": args.rows, "groups": args.groups, "queries": args.queries, "batch": args.batch,
-                        "seed": args.seed, "exact_cpu_s": round(total, 3)}, "loads": {}}
+                        "seed": args.seed, "exact_cpu_s": round(total, 3), "load_threshold": args.threshold,
+                        "lag_target_batches": args.lag_target,
+                        "lag_target_s": round(args.lag_target * total / len(exact["service"]), 3)}, "loads": {}}
     print(f"exact run: {total:.2f} s CPU for {args.rows} rows x {args.queries} queries "
           f"({args.groups} groups, batches of {args.batch}); peak {exact['peak'] / 1e6:.1f} MB; "
           f"agrees with the offline numpy answer (largest relative difference {drift:.1e})")
-    print(f"{'load':>4} {'method':>8} {'max err':>8} {'mean err':>8} {'peak MB':>8} {'p99 ms':>8} "
-          f"{'exact p99 ms':>12} {'cpu s':>7}")
-    var = sum(costs.values())
-    out["workload"]["per_tuple_cpu_s"] = round(var, 3)
+    print(f"{'load':>4} {'method':>8} {'max err':>8} {'mean err':>8} {'peak MB':>8} {'queue MB':>8} "
+          f"{'p99 ms':>8} {'1st half':>8} {'2nd half':>8} {'cpu s':>7} {'factor':>6}")
+    half = len(exact["service"]) // 2
     for load in (1, 2, 3):
-        cap = var / load * (1 + 1e-9)             # what the rates must fit, the same for both methods
-        # (the slack: at 1x a sum in another order must not come out a rounding error above it)
-        rates, _ = solve_rates(costs, profiles, {i: 1.0 for i in ids}, cap)
-        uniform = min(1.0, cap / var)
-        # at 1x nothing is shed (every rate is 1): both methods are the exact run, not run again
-        ours = exact if min(rates.values()) >= 1.0 else run(args, data, sels, {k: rates[i] for k, i in enumerate(ids)})
-        uni = exact if uniform >= 1.0 else run(args, data, sels, {k: uniform for k in range(len(ids))})
+        ours = closed_loop(args, data, sels, load, interval, "shedder")
+        # no step shed anything: the uniform loop decides the same (only the allocation differs)
+        uni = ours if not ours["shed"] else closed_loop(args, data, sels, load, interval, "uniform")
         row = {}
         for name, r in (("shedder", ours), ("uniform", uni)):
             e = errors(truth, r["results"])
+            rates = [st["rate_min"] for st in r["steps"]]
             row[name] = {"max_rel_error": round(max(e), 5), "mean_rel_error": round(float(np.mean(e)), 5),
-                         "peak_bytes": int(r["peak"]), "cpu_s": round(sum(r["service"]), 3),
-                         "p99_latency_ms": round(1000 * p99_latency(r["service"], interval / load), 2)}
-        exact_p99 = round(1000 * p99_latency(exact["service"], interval / load), 2)
+                         "peak_bytes": int(r["peak"]), "peak_queue_bytes": int(r["peak_queue"]),
+                         "peak_state_bytes": int(r["peak_state"]), "cpu_s": round(r["cpu"], 3),
+                         "p99_latency_ms": round(1000 * r["p99"], 2),
+                         "p99_first_half_ms": round(1000 * r["p99_first"], 2),
+                         "p99_second_half_ms": round(1000 * r["p99_second"], 2),
+                         "factor": r["steps"][-1]["factor"] if r["steps"] else 1.0,
+                         "rate_min": min(rates, default=1.0), "steps": r["steps"]}
+        gap = interval / load
+        lat = fifo_latencies(exact["service"], gap)
+        ex = {"p99_latency_ms": round(1000 * float(np.percentile(lat, 99)), 2),
+              "p99_first_half_ms": round(1000 * float(np.percentile(lat[:half], 99)), 2) if half else 0.0,
+              "p99_second_half_ms": round(1000 * float(np.percentile(lat[half:], 99)), 2)}
+        sh, un = row["shedder"], row["uniform"]
         out["loads"][f"{load}x"] = {
-            "max_rel_error": row["shedder"]["max_rel_error"], "mean_rel_error": row["shedder"]["mean_rel_error"],
-            "uniform_max_rel_error": row["uniform"]["max_rel_error"],
-            "uniform_mean_rel_error": row["uniform"]["mean_rel_error"],
-            "peak_bytes": row["shedder"]["peak_bytes"], "uniform_peak_bytes": row["uniform"]["peak_bytes"],
-            "p99_latency_ms": row["shedder"]["p99_latency_ms"],
-            "uniform_p99_latency_ms": row["uniform"]["p99_latency_ms"], "exact_p99_latency_ms": exact_p99,
-            "cpu_s": row["shedder"]["cpu_s"], "uniform_cpu_s": row["uniform"]["cpu_s"],
-            "rates_min": round(min(rates.values()), 4), "rates_max": round(max(rates.values()), 4),
-            "uniform_rate": round(uniform, 4)}
+            "max_rel_error": sh["max_rel_error"], "mean_rel_error": sh["mean_rel_error"],
+            "uniform_max_rel_error": un["max_rel_error"], "uniform_mean_rel_error": un["mean_rel_error"],
+            "peak_bytes": sh["peak_bytes"], "peak_queue_bytes": sh["peak_queue_bytes"],
+            "peak_state_bytes": sh["peak_state_bytes"], "uniform_peak_bytes": un["peak_bytes"],
+            "uniform_peak_queue_bytes": un["peak_queue_bytes"],
+            "p99_latency_ms": sh["p99_latency_ms"], "p99_first_half_ms": sh["p99_first_half_ms"],
+            "p99_second_half_ms": sh["p99_second_half_ms"],
+            "uniform_p99_latency_ms": un["p99_latency_ms"], "uniform_p99_first_half_ms": un["p99_first_half_ms"],
+            "uniform_p99_second_half_ms": un["p99_second_half_ms"],
+            "exact_p99_latency_ms": ex["p99_latency_ms"], "exact_p99_first_half_ms": ex["p99_first_half_ms"],
+            "exact_p99_second_half_ms": ex["p99_second_half_ms"],
+            "cpu_s": sh["cpu_s"], "uniform_cpu_s": un["cpu_s"], "factor": sh["factor"],
+            "rate_min": sh["rate_min"], "uniform_rate_min": un["rate_min"],
+            "steps": sh["steps"], "uniform_steps": un["steps"]}
         for name in ("shedder", "uniform"):
             r = row[name]
             print(f"{load}x {name:>10} {r['max_rel_error']:8.4f} {r['mean_rel_error']:8.4f} "
-                  f"{r['peak_bytes'] / 1e6:8.1f} {r['p99_latency_ms']:8.1f} {exact_p99:12.1f} {r['cpu_s']:7.2f}")
+                  f"{r['peak_bytes'] / 1e6:8.1f} {r['peak_queue_bytes'] / 1e6:8.1f} {r['p99_latency_ms']:8.1f} "
+                  f"{r['p99_first_half_ms']:8.1f} {r['p99_second_half_ms']:8.1f} {r['cpu_s']:7.2f} "
+                  f"{r['factor']:6.2f}")
+        print(f"{load}x {'exact':>10} {0:8.4f} {0:8.4f} {exact['peak'] / 1e6:8.1f} {'':>8} "
+              f"{ex['p99_latency_ms']:8.1f} {ex['p99_first_half_ms']:8.1f} {ex['p99_second_half_ms']:8.1f} "
+              f"{total:7.2f}")
     return out
 
 

@@ -61,6 +61,7 @@ class Query:
         #: the static approximation asked for at registration ({"window": f, "sample": g}; empty: none)
         self.reduction: dict[str, float] = {}
         self.weight = 1.0                        # the load shedder weighs this query's error by it
+        self.registered_at = engine.now()        # None before any input (the load shedder's origin)
         self.approx: Approx | None = None        # as of the last ``approximation()``
         self.approx_since: int | None = None     # application time the query became exact or approximate
 
@@ -165,6 +166,7 @@ class Source:
         self.contents: dict[tuple, list[int]] = {}   # relations only: row -> insert times of live copies
         self.version = 0                             # relations only: bumped by every applied change
         self.elements_in = 0
+        self.first_ts: int | None = None       # the first timestamp it received (the load shedder's origin)
 
 
 @dataclass
@@ -211,6 +213,7 @@ class Engine:
         self.system = self.registry.add(EngineSystem(self))
         self.policy = None
         self.shedder = LoadShedder(self)
+        self.busy_seconds = 0.0            # wall time spent in run(): what the load shedder calibrates against
         self.governor = self.registry.add(MemoryGovernor(self), id=self.GOVERNOR_ID)
         self._approx_sources: dict[str, list] = {}     # per query: its entities that define approximation()
         self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
@@ -723,6 +726,8 @@ class Engine:
                              f"({src.frontier})", index=0)
         n = len(batch)
         src.frontier = int(batch.ts[-1])
+        if src.first_ts is None:
+            src.first_ts = int(batch.ts[0])
         src.elements_in += n
         self.input_epoch += 1
         src.queue.put(batch)
@@ -903,6 +908,7 @@ class Engine:
         ``time.perf_counter()`` passes ``deadline``: the server's time slices); returns the number of runs. The scheduling policy (the system's ``policy`` knob) picks which ready operator runs
         next; an operator whose output queue is at its ``capacity`` is not ready. Results never depend on
         the policy: every operator is correct under any order of runs."""
+        started = perf_counter()
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
@@ -934,6 +940,7 @@ class Engine:
                 break
         if max_steps is None and deadline is None and self.governor.armed():
             self.governor.step()           # in-process, a run to idle ends with the memory governor's step
+        self.busy_seconds += perf_counter() - started
         return steps
 
     @staticmethod

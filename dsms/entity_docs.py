@@ -57,6 +57,10 @@ What the knobs do:
 - `memory_budget`, `shedding`, `load_threshold` (system): over the memory budget (every queue, synopsis and
   held row) or the backlog limit input is refused with 503, or with `shedding` on accepted and shed; the load
   shedder also sheds when the measured load passes `load_threshold` of capacity (docs/approximation.md).
+- `lag_target` (system, seconds): while the input backlog would take the engine longer than this at the
+  rates in force (`input_lag`), the load shedder plans for less capacity so that the excess is worked off
+  within two steps (never less than half); `load_factor` is its calibration of the cost model against the
+  engine time actually spent (docs/approximation.md, "Feedback").
 - `sampling_rate`, `auto` (shedders): the fraction a shedder keeps, set by the load shedder unless written.
 - `auto_kind`, `low_water` (the memory governor, `mem:0`): with `auto_kind` on (off by default), over the
   system's `memory_budget` the largest switchable synopses are switched to their approximate kind (`bloom`

@@ -112,6 +112,11 @@ def solve_rates(costs: dict[str, float], profiles: dict[str, tuple[int, float, t
 
 
 SELECTION_MIN_RATE = 0.01      # a selection's share never falls below this (its output would stop)
+SMOOTHING = 0.5                # weight of the newest observation in the calibration factor (an EWMA)
+LAG_STEPS = 2                  # the backlog above the system's lag_target is worked off within this many steps
+MIN_ROOM = 0.5                 # the capacity planned for new input never falls below this share of the target
+MAX_HISTORY = 512              # rate changes kept per query (older ones are merged, their average kept)
+MIN_BUSY = 0.05                # the factor is observed only over intervals the engine was busy this share of
 
 
 def allot(demand: dict[str, float], profiles: dict[str, tuple[int, float, tuple[str, ...]]],
@@ -143,14 +148,42 @@ class LoadShedder:
     queries it makes approximate. ``step()`` is called by the server a few times a second while the
     system's ``shedding`` knob is on; ``shed(rates)`` places given rates (tests, benchmarks).
 
-    The measurement (``measure``) reads the wall time from ``clock`` (``time.perf_counter``); a test gives
-    another clock, or hands ``step`` the demand itself, to check the decision against a known load."""
+    The measurement (``measure``) reads the wall time from ``clock`` (``time.perf_counter``) and the engine
+    time spent so far from ``busy`` (``Engine.busy_seconds``, wall time inside ``Engine.run``); a test gives
+    another clock and busy counter, or hands ``step`` the demand (and the realised cost) itself, to check the
+    decision against a known load.
+
+    Feedback (docs/approximation.md, "Feedback"): the per-tuple cost model misses what does not shrink with
+    the rates (scheduling, netting every query's output), so the capacity planned for is corrected by what
+    the engine actually took: ``factor`` is the engine time per second over the work the model predicted at
+    the rates in force, smoothed, and the model capacity is ``threshold * capacity / factor``; the demand
+    counts the rows that arrived, not only those processed (a backlog grows when they differ); and while
+    the input backlog would take the engine more than the system's ``lag_target`` seconds, the capacity
+    planned for new input is cut so that the excess is worked off within ``LAG_STEPS`` steps (after Tu, Liu,
+    Prabhakar, Yao, "Load Shedding in Stream Databases: A Control-Based Approach", VLDB 2006: the queueing
+    delay is the controlled output). BDM04's allocation across the queries is unchanged: only the total
+    capacity it fits changes."""
 
     LINGER = True
 
-    def __init__(self, engine: Engine, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, engine: Engine, clock: Callable[[], float] = time.perf_counter,
+                 busy: Callable[[], float] | None = None) -> None:
         self.engine = engine
         self.clock = clock
+        self.busy = busy if busy is not None else (lambda: engine.busy_seconds)
+        self.factor = 1.0                       # realised engine time / modelled time (1 before any)
+        self.calibrated = False
+        self.model = 0.0                        # modelled CPU s/s at the rates in force, last measurement
+        self.realised = 0.0                     # engine s/s, last measurement
+        self.lag = 0.0                          # engine seconds the input backlog would take now
+        self.planned = 0.0                      # the model capacity the last decision fitted
+        self.room = 0.0                         # the engine time per second it was planned from
+        self._row_cost: float | None = None     # engine seconds per input row read, at the rates in force
+        self.unit_cost: dict[str, float] = {}   # op id -> its cost per tuple as the model counts it (ns)
+        self.history: dict[str, list[tuple[int, float]]] = {}   # qid -> (first ts read at it, rate), in order
+        self.origin: dict[str, int] = {}        # qid -> the first timestamp its input had for it
+        self._dt: float | None = None
+        self._demand: dict[str, float] = {}     # the smoothed demand of the last measurement
         self.forced: str | None = None
         self.squeeze = 1.0                      # capacity factor while the server is over its limits
         self.rates: dict[str, float] = {}       # query id -> effective rate in effect (< 1 only)
@@ -244,6 +277,7 @@ class LoadShedder:
         was placed; rates of 1 everywhere remove every drop (and start the lingering approximations)."""
         want: dict[tuple[int, int], tuple[Any, int, float, set[str]]] = {}
         selections = {q for q in self.engine.query_list if self.selection_edge(q) is not None}
+        before = {q: self.effective(q) for q in self.engine.query_list}
         for qid in self.engine.query_list:
             p = rates.get(qid, 1.0)
             edges = self._source_edges(qid)
@@ -290,11 +324,88 @@ class LoadShedder:
                 s.set_rate(p)
             s.queries = sorted(qs)
         self.rates = {q: p for q, p in rates.items() if p < 1.0 and len(self._source_edges(q)) == 1}
+        for q, old in before.items():
+            new = self.effective(q)
+            if new != old:
+                self._record(q, new)
         for q in self.rates:
             self.lingering.pop(q, None)
         for s in self.placed.values():
             errs = [self.bound(q, self.effective(q)) for q in s.queries]
             s.rel_error = float(min(max(errs, default=0.0), 1e9)) if s.method == "random" else math.inf
+
+    def _next_ts(self, qid: str) -> int | None:
+        """The first timestamp the query's input edge has not read yet: where a rate set now takes effect
+        (None before any input)."""
+        for op, j in self._source_edges(qid):
+            ts = op.readers[j].oldest_ts()
+            if ts is not None:
+                return ts
+        now = self.engine.now()
+        return None if now is None else now + 1
+
+    def _note_origin(self, qid: str) -> None:
+        """The first timestamp the query's input had for it: the instant after its registration, or when it
+        was registered before any input, the first timestamp its inputs received."""
+        if qid in self.origin:
+            return
+        query = self.engine.query_list.get(qid)
+        born = getattr(query, "registered_at", None)
+        if born is not None:
+            self.origin[qid] = born + 1
+            return
+        srcq = {id(s.queue): s for s in self.engine.sources.values()}
+        firsts = [srcq[id(op.input_queues[j])].first_ts for op, j in self._source_edges(qid)
+                  if id(op.input_queues[j]) in srcq]
+        firsts = [f for f in firsts if f is not None]
+        if firsts:
+            self.origin[qid] = min(firsts)
+
+    def _record(self, qid: str, rate: float) -> None:
+        """The query's effective rate changed to ``rate`` for the rows its input edge reads from now on; the
+        history keeps what its window may still hold (``horizon``)."""
+        self._note_origin(qid)
+        b = self._next_ts(qid)
+        if b is None:
+            b = self.origin.setdefault(qid, 0)
+        hist = self.history.setdefault(qid, [(self.origin.get(qid, b), 1.0)])
+        while hist and hist[-1][0] >= b:
+            hist.pop()
+        hist.append((b, rate))
+        h = self.horizon(qid)
+        if math.isfinite(h):
+            cut = b - h
+            while len(hist) > 1 and hist[1][0] <= cut:
+                hist.pop(0)
+        while len(hist) > MAX_HISTORY:            # the two oldest become one at their average rate (the
+            (b0, r0), (b1, r1), (b2, _) = hist[:3]   # rows read under both count the same)
+            hist[:2] = [(b0, (r0 * (b1 - b0) + r1 * (b2 - b1)) / max(b2 - b0, 1))]
+
+    def realised_rate(self, qid: str, ts: np.ndarray | int) -> np.ndarray:
+        """The rate the rows a result at instant ``ts`` aggregates were sampled at: the rate in force for
+        each timestamp of its window, ``(ts - horizon, ts]`` from the query's first input on, averaged
+        over the window's span (rows spread evenly over application time). With one rate since the window
+        began it is that rate; after the rate changes, the old rows count at their own rate until they
+        leave the window, so a result is scaled by what it was sampled at (the rates of a closed loop move
+        every step), not by the rate of the moment (docs/approximation.md, "How the error is computed")."""
+        t = np.atleast_1d(np.asarray(ts, dtype=np.float64))
+        hist = self.history.get(qid)
+        if not hist:
+            return np.ones(len(t))
+        bounds = np.array([b for b, _ in hist], dtype=np.float64)
+        rates = np.array([r for _, r in hist], dtype=np.float64)
+        cum = np.concatenate(([0.0], np.cumsum(rates[:-1] * np.diff(bounds))))
+
+        def integral(x: np.ndarray) -> np.ndarray:
+            x = np.maximum(x, bounds[0])
+            k = np.searchsorted(bounds, x, side="right") - 1
+            return cum[k] + rates[k] * (x - bounds[k])
+
+        hi = t + 1.0
+        lo = np.maximum(hi - self.horizon(qid), bounds[0])
+        span = hi - lo
+        out = np.where(span > 0, (integral(hi) - integral(lo)) / np.maximum(span, 1e-12), rates[-1])
+        return np.clip(out, 1e-12, 1.0)
 
     def _promising(self, op: Any, j: int, p: float) -> PromisingDrop | None:
         """A promising-regions drop for the select ``op`` reading input ``j`` (every query behind the edge is
@@ -328,6 +439,12 @@ class LoadShedder:
         """A query came or went: drops on edges that are gone are taken away."""
         self._joins = {}
         self._selections = {}
+        for q in [q for q in self.history if q not in self.engine.query_list]:
+            del self.history[q]
+        for q in [q for q in self.origin if q not in self.engine.query_list]:
+            del self.origin[q]
+        for q in self.engine.query_list:
+            self._note_origin(q)
         live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
         for key in [k for k in self.placed if k not in live]:
             self._remove(key)
@@ -353,20 +470,24 @@ class LoadShedder:
         return []
 
     def scale_rate(self, query_id: str, ts: np.ndarray | None = None) -> float | np.ndarray:
-        """The rate the query's COUNT and SUM results are to be scaled by (1/rate): its drops' rate, or while
-        its approximation lingers the rate its state was sampled at (1 when it was not shed), times the
+        """The rate the query's COUNT and SUM results are to be scaled by (1/rate): the rate the rows its
+        window holds were sampled at (``realised_rate``: its drops' rate once the window holds only rows
+        read since the rate was set; 1 when it was never shed), times the
         sampling rate p_L p_R of every join of kind reservoir under its top aggregate
         (``dsms/operators/join_kind.py``). Another approximate entity that aggregates its own sample scales
         what it samples itself. With ``ts`` (the result rows' instants) the rate is per row: a join's input
         counts only from the instant its sample took effect, since rows before it were computed from exact
         state (a result computed just before a switch may be delivered after it)."""
-        p = self.effective(query_id)
-        if p < 1.0:
-            if self.selection_edge(query_id) is not None:
-                p = 1.0                           # promising regions drop whole regions: nothing to scale
-        else:
-            lin = self.lingering.get(query_id)
-            p = lin[1] if lin is not None else 1.0
+        p: float | np.ndarray = 1.0
+        if query_id in self.history and self.selection_edge(query_id) is None:
+            # (promising regions drop whole regions of a selection: nothing to scale)
+            if ts is None:
+                now = self.engine.now()
+                p = float(self.realised_rate(query_id, 0 if now is None else now)[0])
+            else:
+                p = self.realised_rate(query_id, ts)
+                if np.all(p >= 1.0):
+                    p = 1.0
         joins = self._joins.get(query_id)
         if joins is None:
             joins = self._joins[query_id] = sampling_joins(self.engine, query_id)
@@ -410,45 +531,125 @@ class LoadShedder:
     def measure(self) -> dict[str, float] | None:
         """Each query's demand since the last measurement: CPU seconds per second its operators would use at
         full rate, from their cost per tuple and the tuples they read over the ``clock`` time passed (an
-        operator shared by k queries counts 1/k for each), divided by the rate the query was shed at. None
-        at the first call, which only starts the clock."""
+        operator shared by k queries counts 1/k for each), divided by the rate the query was shed at, and
+        times the rows that arrived on its input over the rows read from it (a growing backlog means the
+        arrivals ask more than what was processed). Besides, the calibration (``factor``: the ``busy`` time
+        passed over the modelled time at the rates in force, observed when the engine was busy at least
+        ``MIN_BUSY`` of the time) and the input lag (rows waiting in the input queues times the engine time
+        per row read). None at the first call, which only starts the clock."""
         eng = self.engine
         now = self.clock()
+        busy = float(self.busy())
         seen = {op.id: (op.tuples_in, op.cost_ns_per_tuple) for op in eng.ops}
         offered = sum(s.kept + s.dropped for s in self.placed.values())     # rows the drops read
-        last, self._last = self._last, (now, seen, {"offered": offered})
+        srcs = {id(s.queue): s.queue for s in eng.sources.values()}
+        inputs = {k: (q.tuples_in, q.tuples) for k, q in srcs.items()}
+        last, self._last = self._last, (now, seen, {"offered": offered, "busy": busy, "inputs": inputs})
         self._offered_moved = last is not None and offered != last[2].get("offered", offered)
+        for q in eng.query_list:
+            if q not in self.origin:
+                self._note_origin(q)
         if last is None:
             return None
         dt = max(now - last[0], 1e-3)
+        self._dt = dt
+        ratio: dict[int, float] = {}              # input queue -> rows arrived / rows read from it
+        read_all = 0
+        for k, (tin, held) in inputs.items():
+            prev = last[2].get("inputs", {}).get(k)
+            if prev is None:
+                continue
+            arrived = tin - prev[0]
+            read = arrived - (held - prev[1])
+            read_all += read
+            if arrived > 0 and read > 0:
+                ratio[k] = arrived / read
         demand: dict[str, float] = {q: 0.0 for q in eng.query_list}
+        backlog: dict[str, float] = {}
+        model = 0.0
         for op in eng.ops:
+            if ratio:
+                r = max((ratio.get(id(q), 0.0) for q in op.input_queues), default=0.0)
+                if r > 0.0:
+                    for q in op.owners:
+                        backlog[q] = max(backlog.get(q, 0.0), r)
             prev = last[1].get(op.id)
             if prev is None or not op.owners:
                 continue
-            ns = (op.tuples_in - prev[0]) * op.cost_ns_per_tuple / 1e9 / dt
+            ns = (op.tuples_in - prev[0]) * self._unit(op) / 1e9 / dt
+            model += ns
             share = ns / len(op.owners)
             for q in op.owners:
                 if q in demand:
                     demand[q] += share / max(self.effective(q), 1e-6)
+        for q, r in backlog.items():
+            if q in demand:
+                demand[q] *= r
+        if model > 0.0:                           # (nothing processed is no news: see step)
+            prev_demand, self._demand = self._demand, {}
+            for q, d in demand.items():           # smoothed as the factor is: input that arrives in
+                if q in prev_demand:              # batches makes one step's figure jump
+                    d = prev_demand[q] + SMOOTHING * (d - prev_demand[q])
+                demand[q] = self._demand[q] = d
+        spent = busy - last[2].get("busy", busy)
+        self.model, self.realised = model, spent / dt
+        if model > 0.0 and spent >= MIN_BUSY * dt:
+            self.observe(spent / dt / model)
+        if read_all > 0 and spent > 0.0:
+            self._row_cost = spent / read_all
+        held_all = sum(q.tuples for q in srcs.values())
+        self.lag = held_all * self._row_cost if self._row_cost is not None else 0.0
         return demand
 
+    def _unit(self, op: Any) -> float:
+        """The operator's cost per tuple for the model: its measured cost (``cost_ns_per_tuple``, decayed
+        totals of run time over tuples read) while no query it serves is shed, and the last such figure
+        while one is. A shed operator reads few tuples per run and its per-run costs (its output per group,
+        which does not shrink with the rate) then inflate the per-tuple figure, which would make the queries
+        shed hardest look the most expensive and be shed harder still; held at its unshed value, the
+        per-tuple cost is the cost that scales with the rate, and what does not scale is in the calibration
+        ``factor``."""
+        c = float(op.cost_ns_per_tuple)
+        prev = self.unit_cost.get(op.id)
+        if prev is not None and any(q in self.rates for q in op.owners):
+            return prev
+        if c > 0.0:
+            self.unit_cost[op.id] = c
+        return c
+
+    def observe(self, ratio: float) -> None:
+        """One observation of realised engine time over modelled time: folded into ``factor`` (the first one
+        taken as it is, then an EWMA of weight ``SMOOTHING``)."""
+        ratio = min(max(float(ratio), 1e-6), 1e6)
+        self.factor = ratio if not self.calibrated else self.factor + SMOOTHING * (ratio - self.factor)
+        self.calibrated = True
+
     def step(self, capacity: float = 1.0, threshold: float | None = None,
-             demand: dict[str, float] | None = None) -> None:
+             demand: dict[str, float] | None = None, busy: float | None = None) -> None:
         """Decide on the demand (``measure()``'s, or the one given: query id -> CPU seconds per second at full
-        rate): shed when its total passes ``threshold * capacity`` (``threshold`` None: the system's
-        ``load_threshold``, read at every step), or when the server is over its limits; stop when the
-        demand fits again."""
+        rate): shed when its total passes what the capacity leaves, ``threshold * capacity / factor``
+        (``threshold`` None: the system's ``load_threshold``, read at every step), less what working off an
+        input backlog above ``lag_target`` takes, or when the server is over its limits; stop when the demand
+        fits again. ``busy`` (with a given demand): the engine time per second realised at the rates in
+        force, observed into ``factor`` as ``measure`` does."""
         eng = self.engine
         moved = False
+        dt = None
         if demand is None:
             demand = self.measure()
             if demand is None:
                 return
             moved = self._offered_moved
+            dt = self._dt
+        elif busy is not None:
+            model = sum(float(d) * self.effective(q) for q, d in demand.items())
+            if model > 0.0 and busy > 0.0:
+                self.observe(busy / model)
         demand = {q: float(demand.get(q, 0.0)) for q in eng.query_list}
         self.load = sum(demand.values())
-        if self.load <= 0.0 and self.forced is None and not moved:
+        target = eng.system.lag_target
+        lagging = dt is not None and self.lag > target
+        if self.load <= 0.0 and self.forced is None and not moved and not lagging:
             return                                # nothing was processed: no news, the rates stay
         # (rows the drops read and all dropped measure no demand: the drops go, and the next step measures
         # the demand unshed)
@@ -458,16 +659,27 @@ class LoadShedder:
             self.forced = None
         else:
             self.squeeze = min(1.0, self.squeeze * 1.5)
-        cap = thr * capacity
+        room = thr * capacity
+        if lagging:
+            room = max(MIN_ROOM * room, room - (self.lag - target) / (LAG_STEPS * dt))
+        self.room = room
+        cap = room / self.factor
         if self.squeeze < 1.0:
             cap = min(cap, self.load * self.squeeze)
+        self.planned = cap
         if self.load <= cap:
             if self.rates:
                 self.shed({})
             return
+        self.shed(self.allocate(demand, cap))
+
+    def allocate(self, demand: dict[str, float], cap: float) -> dict[str, float]:
+        """The rates for ``demand`` within the model capacity ``cap``: ``allot`` (BDM04 across the aggregates,
+        one share for the selections)."""
+        eng = self.engine
         profiles = {q: p for q in demand if (p := self.profile(q)) is not None}
         weights = {q: eng.query_list[q].weight for q in demand}
-        self.shed(allot(demand, profiles, weights, cap, {q for q in demand if self.selection_edge(q) is not None}))
+        return allot(demand, profiles, weights, cap, {q for q in demand if self.selection_edge(q) is not None})
 
 
 def sampling_joins(engine: Any, query_id: str) -> list:

@@ -24,8 +24,16 @@ class EngineSystem(SystemEntity):
                     "error (load shedder) instead of refusing it")
     load_threshold = Knob(float, default=0.9, gt=0.0, le=10.0, doc="shedding starts when the measured load "
                           "(CPU seconds of work per second of arrivals) passes this share of capacity")
+    lag_target = Knob(float, default=1.0, ge=0.0, le=3600.0, unit="s",
+                      doc="the load shedder steers the input backlog (the engine time it would take at the "
+                      "rates in force) to at most this; above it the capacity it plans for is cut so that "
+                      "the excess is worked off within two steps")
     load = Stat(float, compute="_load", unit="CPU s/s", doc="demand the load shedder measured at its last "
                 "step: CPU seconds per second the queries' operators would use unshed")
+    load_factor = Stat(float, compute="_load_factor", doc="the load shedder's calibration: engine time per "
+                       "second of the work its per-tuple cost model predicts (smoothed; 1 before any)")
+    input_lag = Stat(float, compute="_input_lag", unit="s", doc="engine time the input backlog would take at "
+                     "the rates in force, at the load shedder's last step")
     shed_queries = Stat(int, compute="_shed_queries", doc="queries the load shedder is shedding now")
     memory_bytes = Stat(int, compute="_memory_bytes", unit="bytes",
                         doc="bytes held by all queues, synopses and rows held inside operators")
@@ -47,6 +55,12 @@ class EngineSystem(SystemEntity):
 
     def _load(self) -> float:
         return round(self._engine.shedder.load, 6)
+
+    def _load_factor(self) -> float:
+        return round(self._engine.shedder.factor, 6)
+
+    def _input_lag(self) -> float:
+        return round(self._engine.shedder.lag, 6)
 
     def _shed_queries(self) -> int:
         return len(self._engine.shedder.rates)
