@@ -693,9 +693,7 @@ class Engine:
         ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, str)     # also below the frontier
         if n == 0:
             return 0
-        src.frontier = int(ts_arr[-1])
-        src.elements_in += n
-        self.input_epoch += 1
+        self._advance(src, ts_arr)
         if src.queue.has_readers():
             src.queue.put(Batch(ts_arr, np.ones(n, dtype=np.int8), cols))
         else:                                     # validated all the same, but no batch is built for nobody
@@ -724,14 +722,17 @@ class Engine:
         if src.frontier is not None and int(batch.ts[0]) < src.frontier:
             raise InputError(f"timestamp {int(batch.ts[0])} is below what '{src.obj.name}' has already passed "
                              f"({src.frontier})", index=0)
-        n = len(batch)
-        src.frontier = int(batch.ts[-1])
-        if src.first_ts is None:
-            src.first_ts = int(batch.ts[0])
-        src.elements_in += n
-        self.input_epoch += 1
+        self._advance(src, batch.ts)
         src.queue.put(batch)
-        return n
+        return len(batch)
+
+    def _advance(self, src: Source, ts: np.ndarray) -> None:
+        """A stream's bookkeeping for accepted elements (``ts``: theirs, checked, not empty)."""
+        if src.first_ts is None:
+            src.first_ts = int(ts[0])
+        src.frontier = int(ts[-1])
+        src.elements_in += len(ts)
+        self.input_epoch += 1
 
     def update(self, name: str, insert: Sequence[Mapping] | Mapping[str, Sequence] = (),
                delete: Sequence[Mapping] | Mapping[str, Sequence] = (), ts: int = 0) -> int:
