@@ -91,27 +91,26 @@ class IntExtremes:
         grp_start[1:] = g_s[1:] != g_s[:-1]
         gi = np.cumsum(grp_start) - 1                    # group index within the batch, per row
         is_del = sign < 0
-        dirty = np.bincount(gi, weights=is_del) > 0       # per batch group: a delete somewhere in the batch
         seg_gi = gi[ends]
         seg_g = g_s[ends]
         first = np.ones(nseg, dtype=bool)
         first[1:] = seg_g[1:] != seg_g[:-1]
         base = self.ext[seg_g]
+        # groups that empty in their first segment and have no delete after: they start afresh there
+        reset, gone = (self._resets(sign, is_del, gi, grp_start, ends, first, new_cnt) if is_del.any()
+                       else (None, None))
+        if reset is not None:
+            is_del = is_del & ~gone
+        dirty = np.bincount(gi, weights=is_del) > 0       # per batch group: a delete somewhere in the batch
         if dirty.all():                    # every group has deletes: all go segment by segment below
             sr = np.zeros(nseg, dtype=I64)
             ins_best = base
         else:
-            # insert-only groups: running best insert per group from value ranks (0: none yet)
-            uniq, inv = np.unique(np.where(is_del, v[0], v), return_inverse=True)
-            u = len(uniq)
-            r = (inv.reshape(-1) + 1) if self.want_max else (u - inv.reshape(-1))
-            r = np.where(is_del, 0, r).astype(I64)
-            width = u + 1
-            run = np.maximum.accumulate(gi * width + r) - gi * width
-            sr = run[ends]
-            ins_best = uniq[(sr - 1 if self.want_max else u - sr) % u]
+            sr, ins_best = self._running_best(v, is_del if gone is None else is_del | gone, gi, ends, base)
         had_first = np.zeros(len(dirty), dtype=bool)
         had_first[seg_gi[first]] = had[first]
+        if reset is not None:
+            had_first[reset] = False                         # what they held before is gone
         gh = had_first[seg_gi]                               # the group had rows before the batch
         both = np.maximum(base, ins_best) if self.want_max else np.minimum(base, ins_best)
         new = np.where(sr > 0, np.where(gh, both, ins_best), base)
@@ -126,8 +125,83 @@ class IntExtremes:
         last = np.ones(nseg, dtype=bool)
         last[:-1] = first[1:]
         self.ext[seg_g[last]] = new[last]
-        self._append(g_s, v, sign)
+        if reset is None:
+            self._append(g_s, v, sign)
+        else:
+            self._drop_groups(g_s[grp_start][reset])
+            keep = ~gone
+            self._append(g_s[keep], v[keep], sign[keep])
         return new, old
+
+    def _resets(self, sign, is_del, gi, grp_start, ends, first, new_cnt):
+        """The batch groups whose row count falls to zero within their first segment and that have no delete
+        after that row (a tumbling window's turnover: every old row deleted, then the new ones inserted), and
+        the rows up to that zero: with them, the group's log nets to nothing (its count is exact), so the
+        group's extremes are those of the later rows alone, all inserts; the log rows and these rows are
+        dropped instead of netted. (None, None) when there is no such group."""
+        n = len(sign)
+        csum = np.cumsum(sign)
+        if not gi[-1]:                                     # one group (a scalar aggregate): no gathers
+            e = int(ends[0])
+            zero = np.flatnonzero(csum[:e + 1] == csum[e] - int(new_cnt[0]))
+            if not len(zero) or int(zero[-1]) != int(np.flatnonzero(is_del)[-1]):
+                return None, None
+            gone = np.zeros(n, dtype=bool)
+            gone[:int(zero[-1]) + 1] = True
+            return np.ones(1, dtype=bool), gone
+        fe = ends[first]                                   # the last row of each group's first segment
+        run = csum - csum[fe][gi] + new_cnt[first][gi]     # the group's row count after each row
+        rows = np.arange(n)
+        zero = (run == 0) & (rows <= fe[gi])
+        if not zero.any():
+            return None, None
+        starts = np.flatnonzero(grp_start)
+        zlast = np.maximum.reduceat(np.where(zero, rows, -1), starts)
+        dlast = np.maximum.reduceat(np.where(is_del, rows, -1), starts)
+        reset = (zlast >= 0) & (dlast == zlast)
+        if not reset.any():
+            return None, None
+        gone = reset[gi] & (rows <= zlast[gi])
+        return reset, gone
+
+    def _running_best(self, v, out, gi, ends, base):
+        """Per segment, the best insert of its group in the batch up to the segment's end (``sr`` > 0 where
+        there is one; rows marked ``out`` do not count) and that value: one running maximum over the values
+        offset per group when the groups' value spans fit an int64 side by side, else over value ranks."""
+        keep = ~out
+        if not keep.any():
+            return np.zeros(len(ends), dtype=I64), base
+        vk = v[keep]
+        lo, hi = int(vk.min()), int(vk.max())
+        width = hi - lo + 2                               # 0: no insert yet; 1 .. hi - lo + 1: a value
+        groups = int(gi[-1]) + 1
+        if width < (1 << 62) // groups:
+            r = (v - lo + 1) if self.want_max else (hi - v + 1)
+            r = np.where(out, 0, r)
+            off = gi * width
+            sr = (np.maximum.accumulate(off + r) - off)[ends]
+            best = (lo - 1 + sr) if self.want_max else (hi + 1 - sr)
+            return sr, np.where(sr > 0, best, base)
+        uniq, inv = np.unique(np.where(out, vk[0], v), return_inverse=True)
+        u = len(uniq)
+        r = (inv.reshape(-1) + 1) if self.want_max else (u - inv.reshape(-1))
+        r = np.where(out, 0, r).astype(I64)
+        width = u + 1
+        run = np.maximum.accumulate(gi * width + r) - gi * width
+        sr = run[ends]
+        return sr, uniq[(sr - 1 if self.want_max else u - sr) % u]
+
+    def _drop_groups(self, gids: np.ndarray) -> None:
+        """Drop these groups' rows from the log (they net to nothing)."""
+        if not len(self.lg) and not self.tail:
+            return
+        self._join_tail()
+        mark = np.zeros(len(self.ext), dtype=bool)
+        mark[gids] = True
+        keep = ~mark[self.lg]
+        if not keep.all():
+            self.lg, self.lv, self.lc = self.lg[keep], self.lv[keep], self.lc[keep]
+            self.netted = min(self.netted, len(self.lg))
 
     def _dirty(self, v, sign, is_del, g_s, gi, ends, seg_gi, new_cnt, dgi, new, had_first) -> None:
         """The extremes of the groups with deletes, segment by segment (written into ``new``). The log rows of
@@ -139,8 +213,11 @@ class IntExtremes:
         row_lo = np.searchsorted(gi, dgi, side="left")
         gids = g_s[row_lo]                                   # ascending: the batch is sorted by group
         if len(self.lg):
-            idx = np.flatnonzero(np.isin(self.lg, gids))
-            idx = idx[stable_argsort(self.lg[idx])]
+            if len(gids) == 1:             # one group: its rows in log order are in (group) order already
+                idx = np.flatnonzero(self.lg == gids[0])
+            else:
+                idx = np.flatnonzero(np.isin(self.lg, gids))
+                idx = idx[stable_argsort(self.lg[idx])]
             lg = self.lg[idx]
             l_lo = np.searchsorted(lg, gids, side="left")
             l_hi = np.searchsorted(lg, gids, side="right")
@@ -276,8 +353,13 @@ class IntExtremes:
 
     def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
         """Add the batch to the log; net the log once it has doubled since the last netting."""
+        if not len(g):
+            return
+        fresh = not len(self.lg) and not self.tail
         self.tail.append((g.copy(), v.copy(), c.copy()))
         self.tail_rows += len(g)
+        if fresh and c.min() > 0:       # the live multiset itself, no pair to net
+            self.netted = len(g)
         if len(self.lg) + self.tail_rows > 2 * self.netted + NET_MIN:
             self._join_tail()
             g, v, c = _sorted_log(self.lg, self.lv, self.lc)

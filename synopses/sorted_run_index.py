@@ -38,6 +38,9 @@ _EMPTY = np.empty(0, dtype=np.int64)
 OLD = np.iinfo(np.int64).min        # entered before the release at hand
 LIVE = np.iinfo(np.int64).max       # has not left (as far as the released input tells)
 SMALL = 2048                        # rows held up to which one index run is rebuilt by a sort per release
+TINY = 4                            # entries up to which a run is probed by one comparison per entry
+SCAN_CODES = 8                      # probe codes up to which rows not indexed yet are scanned, not sorted
+SCAN_WORK = 16                      # ... while the scans so far stay within this many passes over them
 
 
 class Release(NamedTuple):
@@ -139,6 +142,8 @@ class SortedRunIndexSynopsis(Synopsis):
         self.runs: list[_Run] = []
         self.table: _Signed | None = None     # signed form, when deletes did not match first in, first out
         self.next_seq = 0                     # signed form: the sequence number of the next row
+        self.unindexed: int | None = None     # rows from this sequence number on are in no run yet (``_lazy``)
+        self.scanned = 0                      # rows compared by scans of them so far
 
     def __len__(self) -> int:
         if self.table is not None:
@@ -233,10 +238,9 @@ class SortedRunIndexSynopsis(Synopsis):
                 codes = log.seq_codes(s0, e1)
                 order = stable_argsort(codes)
                 self.runs = [_Run(codes[order], order + s0, s0)]
-            else:
-                codes = log.seq_codes(e0, e1)
-                order = stable_argsort(codes)
-                self.runs.append(_Run(codes[order], order + e0, e0))
+                self.unindexed = None
+            elif self.unindexed is None:    # indexed when a probe needs it (``_lazy``)
+                self.unindexed, self.scanned = e0, 0
         return Staged(s0, e0, e0 + n_ins, rel.victims, rel.victims + rel.dead, rel.ins_ts, rel.del_ts)
 
     def adopt(self, staged: Staged) -> None:
@@ -255,6 +259,7 @@ class SortedRunIndexSynopsis(Synopsis):
             return _EMPTY, _EMPTY
         if lo is None:
             lo = self.log.head
+        newest = self._lazy(codes, lo)          # first: it may sort those rows into a run
         found = []
         for run in self.runs:
             if not len(run):
@@ -267,11 +272,68 @@ class SortedRunIndexSynopsis(Synopsis):
                     if not keep.all():
                         pidx, seq = pidx[keep], seq[keep]
                 found.append((pidx, seq))
+        found += newest
         if not found:
             return _EMPTY, _EMPTY
         if len(found) == 1:
             return found[0]
         return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+
+    def counts(self, codes: np.ndarray) -> np.ndarray:
+        """Per probe code, how many rows the index holds with that key (in the first-in-first-out form, entries
+        of rows that left and are not tidied away yet count too: an upper bound)."""
+        if self.table is not None:
+            return self.table.locate(codes)[1]
+        cnt = np.zeros(len(codes), dtype=np.int64)
+        if self.log is None:
+            return cnt
+        for pidx, _ in self._lazy(codes, self.log.head):
+            cnt += np.bincount(pidx, minlength=len(codes))
+        for r in self.runs:
+            if len(r):
+                cnt += r.locate(codes)[1]
+        return cnt
+
+    def _lazy(self, codes: np.ndarray, lo: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The rows not indexed yet (appended since ``unindexed``) that match a probe, as [(probe index,
+        sequence number)] (or []): scanned, one comparison per row and probe code, while the probe has at most
+        ``SCAN_CODES`` codes and the scans since ``unindexed`` stay within ``SCAN_WORK`` comparisons per row
+        appended since (so within about what sorting those rows would have cost); else they are sorted into a run first and the runs found them. A side that is
+        probed by few keys (a window joined with its MAX of one row, NEXMark q7) is then never sorted."""
+        u0 = self.unindexed
+        if u0 is None:
+            return []
+        log = self.log
+        a = max(u0, lo, log.head)
+        n = log.tail - a
+        if n <= 0:
+            return []
+        k = len(codes)
+        if k > SCAN_CODES or self.scanned + k * n > SCAN_WORK * (log.tail - u0):
+            self._index_lazy()
+            return []
+        self.scanned += k * n
+        seg = log.seq_codes(a, log.tail)
+        found = []
+        for j, c in enumerate(codes.tolist()):
+            hit = np.flatnonzero(seg == c)
+            if len(hit):
+                found.append((np.full(len(hit), j, dtype=np.int64), hit + a))
+        if len(found) > 1:
+            return [(np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]))]
+        return found
+
+    def _index_lazy(self) -> None:
+        """Sort the rows not indexed yet into a run (the newest)."""
+        u0, self.unindexed = self.unindexed, None
+        log = self.log
+        a = max(u0, log.head)
+        if a < log.tail:
+            codes = log.seq_codes(a, log.tail)
+            order = stable_argsort(codes)
+            self.runs.append(_Run(codes[order], order + a, a))
+            if len(self.runs) > 1:
+                self._tidy()
 
     def gather(self, seq: np.ndarray) -> list[np.ndarray]:
         """The columns of the rows with these sequence numbers (first-in-first-out form)."""
@@ -302,7 +364,7 @@ class SortedRunIndexSynopsis(Synopsis):
                 self.table = _Signed(codes[order], np.ones(len(order), np.int8), seq[order],
                                      [c[order] for c in log.live_cols()], True)
             self.next_seq = log.tail if log is not None else 0
-            self.log, self.runs = None, []
+            self.log, self.runs, self.unindexed = None, [], None
         return self.table
 
     def lookup(self, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
@@ -341,7 +403,7 @@ class SortedRunIndexSynopsis(Synopsis):
         t = self.table
         if t.negatives:
             return False
-        self.table, self.log, self.runs = None, None, []
+        self.table, self.log, self.runs, self.unindexed = None, None, [], None
         if t.known:
             order = stable_argsort(t.seq)
             self.log = _Log(t.cols)
@@ -425,6 +487,8 @@ class _Run:
         changed once built, so what a probe needs besides the codes is built once, on first need: where each
         code of the span begins (codes spanning a small range), or the distinct codes and their bounds."""
         table = self.codes
+        if len(table) <= TINY and len(codes) > 4 * TINY:
+            return self._few(codes)
         lo_code = int(table[0])
         span = int(table[-1]) - lo_code + 1
         if span <= 4 * len(table) + 256:
@@ -445,6 +509,20 @@ class _Run:
         i = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
         lo = bounds[i]
         return lo, np.where(keys[i] == codes, bounds[i + 1] - lo, 0)
+
+    def _few(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``locate`` against a run of a few entries (a MAX of one row probed by a window's turnover): one
+        comparison of the probes per distinct code, no binary search and no gathers."""
+        table = self.codes
+        first = np.zeros(len(codes), dtype=np.int64)
+        cnt = np.zeros(len(codes), dtype=np.int64)
+        at = 0
+        for c, k in zip(*(a.tolist() for a in np.unique(table, return_counts=True))):
+            hit = codes == c
+            first[hit] = at
+            cnt[hit] = k
+            at += k
+        return first, cnt
 
     @staticmethod
     def merge(runs: list[_Run], head: int) -> _Run:

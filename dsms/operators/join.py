@@ -252,15 +252,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def _matches(self, side: int, codes: np.ndarray) -> np.ndarray:
         """Per probe code, how many rows ``side``'s index holds with that key (entries of rows that left and
         are not tidied away yet count too: an upper bound)."""
-        index = self.sides[side]
-        if index.table is not None:
-            return index.table.locate(codes)[1]
-        cnt = np.zeros(len(codes), dtype=np.int64)
-        if index.log is not None:
-            for r in index.runs:
-                if len(r):
-                    cnt += r.locate(codes)[1]
-        return cnt
+        return self.sides[side].counts(codes)
 
     def _bounded(self, parts: dict) -> dict:
         """The release cut to its longest prefix in time order whose pairs stay within ``PAIR_BUDGET`` (at
@@ -359,10 +351,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if total > PAIR_BUDGET:
                 return total
         if codes[0] and codes[1]:
-            left = np.sort(np.concatenate(codes[0]))
-            right = np.concatenate(codes[1])
-            total += int((np.searchsorted(left, right, side="right")
-                          - np.searchsorted(left, right, side="left")).sum())
+            small, large = (np.concatenate(c) for c in sorted(codes, key=lambda c: sum(len(x) for x in c)))
+            small = np.sort(small)          # the fewer codes sorted, the others searched in them
+            total += int((np.searchsorted(small, large, side="right")
+                          - np.searchsorted(small, large, side="left")).sum())
         return total
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:

@@ -1,6 +1,7 @@
 """``IntExtremes`` against a model (a Counter per group): the extreme after and before every (group, instant)
 segment, over batches of inserts and deletes that include deletes of rows inserted in the same instant, groups
-that empty and refill, and groups large enough for the netted-log recomputation (and its widening partition)."""
+that empty and refill (in one instant too: a tumbling window's turnover, which drops the group's log instead
+of netting it), and groups large enough for the netted-log recomputation (and its widening partition)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def workloads(draw):
             for _ in range(draw(st.integers(1, 3))):
                 bag = model.setdefault(g, Counter())
                 ops = []
+                if draw(st.integers(0, 3)) == 0:              # a tumbling window's turnover: empty, refill
+                    for v, c in list((+bag).items()):
+                        ops.extend([(v, -1)] * c)
+                        bag[v] = 0
                 for _ in range(draw(st.integers(1, 8))):
                     present = sorted(+bag)
                     if present and draw(st.booleans()):
