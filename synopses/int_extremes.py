@@ -171,6 +171,12 @@ class IntExtremes:
         keep = ~out
         if not keep.any():
             return np.zeros(len(ends), dtype=I64), base
+        if not gi[-1]:                     # one group: a running extreme of the values themselves
+            big = np.iinfo(I64).min if self.want_max else np.iinfo(I64).max
+            acc = np.maximum if self.want_max else np.minimum
+            run = acc.accumulate(np.where(out, big, v))
+            sr = (ends >= int(keep.argmax())).astype(I64)
+            return sr, np.where(sr > 0, run[ends], base)
         vk = v[keep]
         lo, hi = int(vk.min()), int(vk.max())
         width = hi - lo + 2                               # 0: no insert yet; 1 .. hi - lo + 1: a value

@@ -603,12 +603,29 @@ class _Log:
                 c[self.start:self.start + n] = None      # let the dropped rows' objects go
         self.start += n
 
+    def _to_front(self) -> None:
+        """Move the live rows to the start of the buffers, which are at most half full with them: a window
+        that drops as many rows as it appends reuses the memory it has (already paged in) instead of
+        allocating buffers again (a fresh buffer costs a page fault per 4 KB on first write)."""
+        start, end = self.start, self.end
+        live = end - start
+        self.codes[:live] = self.codes[start:end]
+        for b in self.cols:
+            b[:live] = b[start:end]
+            if b.dtype.kind == "O":
+                b[max(live, start):end] = None           # let go of the moved rows' old references
+        self.base += start
+        self.start, self.end = 0, live
+
     def append(self, codes: np.ndarray, cols: list[np.ndarray], idx: np.ndarray | None = None) -> None:
         """Append the rows at ``idx`` of ``codes`` and ``cols`` (every row when None)."""
         n = len(codes) if idx is None else len(idx)
         dtypes = [np.result_type(b.dtype, c.dtype) if b.dtype != c.dtype else b.dtype
                   for b, c in zip(self.cols, cols)]
-        if self.end + n > len(self.codes) or any(d != b.dtype for d, b in zip(dtypes, self.cols)):
+        same = all(d == b.dtype for d, b in zip(dtypes, self.cols))
+        if self.end + n > len(self.codes) and same and 2 * (len(self) + n) <= len(self.codes):
+            self._to_front()
+        if self.end + n > len(self.codes) or not same:
             live = len(self)
             cap = max(64, 2 * (live + n))
             fresh = np.empty(cap, dtype=np.int64)
