@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from synopses.rowcodes import IntIds
+from synopses.sort_order import search
 
 LUT_SPAN = 1 << 16       # a lookup table may always span this many values
 LUT_KEEP = 8             # ... and up to this many slots per known key; beyond that it is dropped
@@ -58,7 +59,7 @@ class IntGroupIds:
             new = np.unique(keys[miss])
             start = self.n
             self.table.append(new)
-            out[miss] = start + np.searchsorted(new, keys[miss])
+            out[miss] = start + search(new, keys[miss])
             self._cover(new, start, min(kmin, int(new[0])), max(kmax, int(new[-1])))
         return out
 

@@ -32,7 +32,7 @@ import numpy as np
 from control_tables import Knob, Stat
 from synopses.base import Synopsis, array_bytes, rows_bytes
 from synopses.rowcodes import row_codes, segments
-from synopses.sort_order import stable_argsort
+from synopses.sort_order import search, search_both, stable_argsort
 
 _EMPTY = np.empty(0, dtype=np.int64)
 OLD = np.iinfo(np.int64).min        # entered before the release at hand
@@ -506,7 +506,7 @@ class _Run:
             self._keys = table[np.concatenate([[0], first])]
             self._bounds = np.concatenate([[0], first, [len(table)]]).astype(np.int64)
         keys, bounds = self._keys, self._bounds
-        i = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
+        i = np.minimum(search(keys, codes), len(keys) - 1)
         lo = bounds[i]
         return lo, np.where(keys[i] == codes, bounds[i + 1] - lo, 0)
 
@@ -671,8 +671,8 @@ def locate(table: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray
         rel = np.minimum((codes - lo_code).view(np.uint64), span)
         cnt = counts[rel]
         return ends[rel] - cnt, cnt
-    lo = table.searchsorted(codes, side="left")
-    return lo, table.searchsorted(codes, side="right") - lo
+    lo, hi = search_both(table, codes)
+    return lo, hi - lo
 
 
 def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

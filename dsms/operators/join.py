@@ -60,7 +60,7 @@ from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
-from synopses.sort_order import stable_argsort
+from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
 PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
@@ -351,10 +351,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if total > PAIR_BUDGET:
                 return total
         if codes[0] and codes[1]:
+            # pairs of equal codes: each of the fewer codes counted among the others (sorted: numpy's binary
+            # search is slow on probes in random order; ``search``), or compared with them when very few
             small, large = (np.concatenate(c) for c in sorted(codes, key=lambda c: sum(len(x) for x in c)))
-            small = np.sort(small)          # the fewer codes sorted, the others searched in them
-            total += int((np.searchsorted(small, large, side="right")
-                          - np.searchsorted(small, large, side="left")).sum())
+            if len(small) <= 8:
+                total += sum(int((large == c).sum()) for c in small.tolist())
+            else:
+                lo, hi = search_both(np.sort(large), small)
+                total += int((hi - lo).sum())
         return total
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
@@ -521,8 +525,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if len(got) == 2:
             lb, rb = got[0], got[1]
             o = stable_argsort(codes[1])
-            lo = np.searchsorted(codes[1][o], codes[0], side="left")
-            cnt = np.searchsorted(codes[1][o], codes[0], side="right") - lo
+            lo, hi = search_both(codes[1][o], codes[0])
+            cnt = hi - lo
             pidx, tidx = expand(lo, cnt)
             if len(pidx):
                 mine, theirs = lb.take(pidx), rb.take(o[tidx])
