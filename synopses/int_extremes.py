@@ -8,12 +8,17 @@ live multiset. A batch arrives sorted by (group, instant) in segments, one per (
 vectorised aggregate sorts it:
 
 - a group that only receives inserts in the batch (every group of an insert-only input: a stream, an unbounded
-  join) gets its extreme after every segment from one running maximum over value ranks, no Python per row or
-  per group;
+  join) gets its extreme after every segment from one running maximum (of the values offset per group when
+  their spans fit an int64, else of value ranks; of the values themselves for one group), no sort, no Python
+  per row or per group;
+- a group whose row count falls to zero within its first segment, with no delete after that row (a tumbling
+  window's turnover: every old row deleted, then the new ones inserted at the same instant), starts afresh
+  there: its log rows and the batch rows up to the zero net to nothing (the count is exact), so they are
+  dropped instead of netted, and the rest are inserts as above (NEXMark q7's MAX: no sort per window end);
 - a group with a delete in the batch is walked segment by segment: a segment whose deletes do not remove the
   last copy of the current extreme only folds in its inserts; otherwise the extreme is recomputed from the
-  group's netted log and the batch rows up to the segment (numpy over the group's values). A window that
-  expires its extreme once per slide (NEXMark q7's tumbling MAX) pays one recomputation per slide.
+  group's netted log and the batch rows up to the segment (numpy over the group's values). A sliding window
+  that expires its extreme once per slide pays one recomputation per slide.
 
 Only INT values: they are exact, totally ordered and have no NaN or signed zero, so the extreme of a multiset is
 one well-defined int64 (FLOAT and STRING arguments stay with ``ExtremeBag`` in the row-at-a-time aggregate).

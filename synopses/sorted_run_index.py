@@ -8,7 +8,9 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
 
 - **First in, first out** (``_Log`` and ``_Run``): the rows in arrival order in a log with spare capacity, so
   that appending a batch and dropping the oldest rows move only those rows; and a few index runs, each holding
-  (key code, sequence number) pairs sorted by code. A batch adds a run; a run is merged into the one before it
+  (key code, sequence number) pairs sorted by code. A batch adds a run, when a probe first needs one: until
+  then its rows are scanned by probes of a few codes, within about what sorting them would cost (``_lazy``; a
+  window joined with its MAX of one row is then never sorted). A run is merged into the one before it
   while that one is less than twice its size, and entries of rows that have left are dropped when runs merge,
   so there are O(log n) runs and each entry is merged O(log n) times. A probe searches every run. A release's
   deletes are matched with the oldest live rows and checked value for value (``match``, which changes
@@ -16,7 +18,8 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
   indexes its inserts while its victims stay in place, so that the release's probes find every row it saw,
   and ``adopt`` drops the victims.
 - **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
-  updated at random), one table sorted by key code with a sign per row: a stored delete joins with the opposite
+  updated at random), a table sorted by key code with a sign per row (and a delta of recent rows, folded in
+  once it passes an eighth of it): a stored delete joins with the opposite
   sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
   row's signs netted), after which the index goes back to the first form.
 
