@@ -4,7 +4,8 @@ the vectorised aggregate's counterpart of ``ExtremeBag``.
 Source: digest-004 R-PLAN-06 (MIN/MAX must keep their window: when the extreme leaves, look again). The
 multiset of each group is kept as a log of (group, value, count) rows, netted (summed per (group, value), zeros
 dropped) whenever it has grown to twice what it held at the last netting, so it stays within about twice the
-live multiset. A batch arrives sorted by (group, instant) in segments, one per (group, instant), as the
+live multiset (eight times while only inserts came since: every row is then a live row, and netting would
+only merge repeats). A batch arrives sorted by (group, instant) in segments, one per (group, instant), as the
 vectorised aggregate sorts it:
 
 - a group that only receives inserts in the batch (every group of an insert-only input: a stream, an unbounded
@@ -33,6 +34,7 @@ from synopses.sort_order import stable_argsort, stable_lexsort2
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
 SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
+SMALL_VEC = 16       # small groups from which they are walked with numpy all at once (``_small_all``)
 SINGLE_MAX = 48      # ... but with one segment in the batch, netted by one sort of all such groups instead
                      # (``_single``); a larger group folds its inserts and recomputes only when its extreme
                      # leaves, which one sort per batch would cost more than (NEXMark q5's MAX of counts)
@@ -59,6 +61,7 @@ class IntExtremes:
         self.lv = np.empty(0, dtype=I64)
         self.lc = np.empty(0, dtype=I64)
         self.netted = 0                              # log rows right after the last netting
+        self.log_dels = 0                            # delete rows appended since (an upper bound)
         self.tail: list[tuple] = []                  # batches appended since, joined to the log when read
         self.tail_rows = 0
 
@@ -213,6 +216,8 @@ class IntExtremes:
         if not keep.all():
             self.lg, self.lv, self.lc = self.lg[keep], self.lv[keep], self.lc[keep]
             self.netted = min(self.netted, len(self.lg))
+            if not len(self.lg):
+                self.log_dels = 0
 
     def _dirty(self, v, sign, is_del, g_s, gi, ends, seg_gi, new_cnt, dgi, new, had_first) -> None:
         """The extremes of the groups with deletes, segment by segment (written into ``new``). The log rows of
@@ -241,7 +246,11 @@ class IntExtremes:
         if single.any():                 # one segment in the batch: its extreme from the group's net multiset
             self._single(v, sign, g_s, gi, idx, dgi, gids, single, seg_lo, new_cnt, new)
         small = (size <= SMALL) & ~single
-        if small.any():
+        if small.sum() >= SMALL_VEC:       # many: all at once with numpy (``_small_all``)
+            sm = np.flatnonzero(small)
+            self._small_all(v, sign, ends, new_cnt, new, idx, l_lo[sm], l_hi[sm], row_lo[sm], seg_lo[sm],
+                            seg_hi[sm])
+        elif small.any():
             # only the rows of the small groups become Python lists: log rows and batch rows renumbered
             sm = np.flatnonzero(small)
             lsel = np.isin(lg, gids[sm]) if len(idx) else np.zeros(0, dtype=bool)
@@ -323,6 +332,46 @@ class IntExtremes:
         out[found] = best_v[where[found]]
         new[segs] = np.where(new_cnt[segs] > 0, out, 0)
 
+    def _small_all(self, v, sign, ends, new_cnt, new, idx, l_lo, l_hi, row_lo, seg_lo, seg_hi) -> None:
+        """The small groups' extremes after each of their segments, all groups at once (written into
+        ``new``): every log row and batch row of these groups is an entry (group, value, count, segment; log
+        rows count from the group's first segment); sorted by (group, value, segment), a running count per
+        (group, value) says from which segment to which the value is present, and each segment's extreme is
+        the best value present in it (``ufunc.at`` over the expanded (segment, value) pairs, at most rows
+        times segments per group)."""
+        k = len(seg_lo)
+        # log entries
+        l_len = l_hi - l_lo
+        lpos = np.arange(int(l_len.sum())) + np.repeat(l_lo - np.cumsum(l_len) + l_len, l_len)
+        lrows = idx[lpos]
+        # batch entries: rows row_lo .. end of the group's last segment
+        b_hi = ends[seg_hi - 1] + 1
+        b_len = b_hi - row_lo
+        bpos = np.arange(int(b_len.sum())) + np.repeat(row_lo - np.cumsum(b_len) + b_len, b_len)
+        grp = np.concatenate([np.repeat(np.arange(k), l_len), np.repeat(np.arange(k), b_len)])
+        val = np.concatenate([self.lv[lrows], v[bpos]])
+        cnt = np.concatenate([self.lc[lrows], sign[bpos]])
+        seg = np.concatenate([np.repeat(seg_lo, l_len), np.searchsorted(ends, bpos)])
+        order = np.lexsort((seg, val, grp))
+        grp, val, cnt, seg = grp[order], val[order], cnt[order], seg[order]
+        run_start = np.ones(len(grp), dtype=bool)
+        run_start[1:] = (grp[1:] != grp[:-1]) | (val[1:] != val[:-1])
+        cs = np.cumsum(cnt)
+        run = cs - (cs - cnt)[run_start][np.cumsum(run_start) - 1]      # count of (group, value) after it
+        nxt = np.empty(len(seg), dtype=np.int64)
+        nxt[:-1] = np.where(run_start[1:], seg_hi[grp[:-1]], seg[1:])
+        if len(seg):
+            nxt[-1] = seg_hi[grp[-1]]
+        present = (run > 0) & (nxt > seg)                                  # in segments seg .. nxt - 1
+        a, b, x = seg[present], nxt[present], val[present]
+        span = b - a
+        at = np.arange(int(span.sum())) + np.repeat(a - np.cumsum(span) + span, span)
+        best = np.full(len(new), np.iinfo(I64).min if self.want_max else np.iinfo(I64).max, dtype=I64)
+        (np.maximum if self.want_max else np.minimum).at(best, at, np.repeat(x, span))
+        s_len = seg_hi - seg_lo
+        segs = np.arange(int(s_len.sum())) + np.repeat(seg_lo - np.cumsum(s_len) + s_len, s_len)
+        new[segs] = np.where(new_cnt[segs] > 0, best[segs], 0)
+
     def _small(self, lv: list, lc: list, v: list, sign: list, ends: list, new_cnt: list, new: np.ndarray,
                groups) -> None:
         """Small groups' segments with a count per value in a dict: for a group of a few rows, numpy calls
@@ -363,15 +412,20 @@ class IntExtremes:
             k *= 4
 
     def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
-        """Add the batch to the log; net the log once it has doubled since the last netting."""
+        """Add the batch to the log; net the log once it has doubled since the last netting, or, while only
+        inserts were added since (each log row then stands for live rows: netting would only merge repeats of
+        a value), once it has grown eightfold (an insert-only input, NEXMark q4's MAX over a join)."""
         if not len(g):
             return
         fresh = not len(self.lg) and not self.tail
         self.tail.append((g.copy(), v.copy(), c.copy()))
         self.tail_rows += len(g)
-        if fresh and c.min() > 0:       # the live multiset itself, no pair to net
+        dels = int((c < 0).sum())
+        self.log_dels += dels
+        if fresh and not dels:          # the live multiset itself, no pair to net
             self.netted = len(g)
-        if len(self.lg) + self.tail_rows > 2 * self.netted + NET_MIN:
+        grown = len(self.lg) + self.tail_rows
+        if grown > 2 * self.netted + NET_MIN and (self.log_dels or grown > 8 * self.netted + NET_MIN):
             self._join_tail()
             g, v, c = _sorted_log(self.lg, self.lv, self.lc)
             start = np.ones(len(g), dtype=bool)
@@ -380,7 +434,7 @@ class IntExtremes:
             net = np.add.reduceat(c, at) if len(at) else c[:0]
             keep = net != 0
             self.lg, self.lv, self.lc = g[at][keep], v[at][keep], net[keep]
-            self.netted = len(self.lg)
+            self.netted, self.log_dels = len(self.lg), 0
 
 
 def _by_group_value(g: np.ndarray, v: np.ndarray) -> np.ndarray:

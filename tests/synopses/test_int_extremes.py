@@ -57,14 +57,17 @@ def workloads(draw):
     return batches
 
 
-@pytest.mark.parametrize("small,net_min", [(int_extremes.SMALL, int_extremes.NET_MIN), (0, 0)],
-                         ids=["defaults", "numpy-walk-and-netting-every-batch"])   # (0, 0): no one-sort groups
+@pytest.mark.parametrize("small,net_min,small_vec", [(int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SMALL_VEC),
+                                               (int_extremes.SMALL, int_extremes.NET_MIN, 0), (0, 0, 0)],
+                         ids=["defaults", "small-groups-all-at-once", "numpy-walk-and-netting-every-batch"])
 @pytest.mark.parametrize("want_max", [True, False])
 @settings(max_examples=150, deadline=None)
 @given(batches=workloads())
-def test_extremes_equal_a_model(want_max, small, net_min, batches):
-    saved = int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX
-    int_extremes.SMALL, int_extremes.NET_MIN = small, net_min
+def test_extremes_equal_a_model(want_max, small, net_min, small_vec, batches):
+    """(0, 0, 0): no one-sort groups, no small groups, netting every batch; ``small_vec`` 0: small groups
+    walked all at once with numpy (``_small_all``) rather than in Python (``_small``)."""
+    saved = int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX, int_extremes.SMALL_VEC
+    int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SMALL_VEC = small, net_min, small_vec
     int_extremes.SINGLE_MAX = int_extremes.SINGLE_MAX if small else 0
     try:
         x = IntExtremes(want_max)
@@ -92,4 +95,4 @@ def test_extremes_equal_a_model(want_max, small, net_min, batches):
             assert new.tolist() == exp_new
             assert old.tolist() == exp_old
     finally:
-        int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX = saved
+        int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX, int_extremes.SMALL_VEC = saved
