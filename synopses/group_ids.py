@@ -52,6 +52,12 @@ class IntGroupIds:
         lut, lo = self.lut, self.lo
         if len(lut) and kmin >= lo and kmax < lo + len(lut):
             out = lut[keys - lo]                     # the table covers every known key: -1 means new
+        elif len(lut):
+            # the table covers every known key, so a key outside it is new (keys rising past it: new
+            # auctions, each batch): no hash probe for the batch
+            inside = (keys >= lo) & (keys <= min(lo + len(lut) - 1, 2**63 - 1))
+            out = np.full(len(keys), -1, dtype=np.int64)
+            out[inside] = lut[keys[inside] - lo]
         else:
             out = self.table.find(keys)
         miss = np.flatnonzero(out < 0)
