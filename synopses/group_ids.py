@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from synopses.rowcodes import IntIds
+from synopses.sort_order import search
 
 LUT_SPAN = 1 << 16       # a lookup table may always span this many values
 LUT_KEEP = 8             # ... and up to this many slots per known key; beyond that it is dropped
@@ -51,6 +52,12 @@ class IntGroupIds:
         lut, lo = self.lut, self.lo
         if len(lut) and kmin >= lo and kmax < lo + len(lut):
             out = lut[keys - lo]                     # the table covers every known key: -1 means new
+        elif len(lut):
+            # the table covers every known key, so a key outside it is new (keys rising past it: new
+            # auctions, each batch): no hash probe for the batch
+            inside = (keys >= lo) & (keys <= min(lo + len(lut) - 1, 2**63 - 1))
+            out = np.full(len(keys), -1, dtype=np.int64)
+            out[inside] = lut[keys[inside] - lo]
         else:
             out = self.table.find(keys)
         miss = np.flatnonzero(out < 0)
@@ -58,7 +65,7 @@ class IntGroupIds:
             new = np.unique(keys[miss])
             start = self.n
             self.table.append(new)
-            out[miss] = start + np.searchsorted(new, keys[miss])
+            out[miss] = start + search(new, keys[miss])
             self._cover(new, start, min(kmin, int(new[0])), max(kmax, int(new[-1])))
         return out
 

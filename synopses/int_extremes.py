@@ -4,16 +4,22 @@ the vectorised aggregate's counterpart of ``ExtremeBag``.
 Source: digest-004 R-PLAN-06 (MIN/MAX must keep their window: when the extreme leaves, look again). The
 multiset of each group is kept as a log of (group, value, count) rows, netted (summed per (group, value), zeros
 dropped) whenever it has grown to twice what it held at the last netting, so it stays within about twice the
-live multiset. A batch arrives sorted by (group, instant) in segments, one per (group, instant), as the
+live multiset (eight times while only inserts came since: every row is then a live row, and netting would
+only merge repeats). A batch arrives sorted by (group, instant) in segments, one per (group, instant), as the
 vectorised aggregate sorts it:
 
 - a group that only receives inserts in the batch (every group of an insert-only input: a stream, an unbounded
-  join) gets its extreme after every segment from one running maximum over value ranks, no Python per row or
-  per group;
+  join) gets its extreme after every segment from one running maximum (of the values offset per group when
+  their spans fit an int64, else of value ranks; of the values themselves for one group), no sort, no Python
+  per row or per group;
+- a group whose row count falls to zero within its first segment, with no delete after that row (a tumbling
+  window's turnover: every old row deleted, then the new ones inserted at the same instant), starts afresh
+  there: its log rows and the batch rows up to the zero net to nothing (the count is exact), so they are
+  dropped instead of netted, and the rest are inserts as above (NEXMark q7's MAX: no sort per window end);
 - a group with a delete in the batch is walked segment by segment: a segment whose deletes do not remove the
   last copy of the current extreme only folds in its inserts; otherwise the extreme is recomputed from the
-  group's netted log and the batch rows up to the segment (numpy over the group's values). A window that
-  expires its extreme once per slide (NEXMark q7's tumbling MAX) pays one recomputation per slide.
+  group's netted log and the batch rows up to the segment (numpy over the group's values). A sliding window
+  that expires its extreme once per slide pays one recomputation per slide.
 
 Only INT values: they are exact, totally ordered and have no NaN or signed zero, so the extreme of a multiset is
 one well-defined int64 (FLOAT and STRING arguments stay with ``ExtremeBag`` in the row-at-a-time aggregate).
@@ -28,6 +34,7 @@ from synopses.sort_order import stable_argsort, stable_lexsort2
 I64 = np.int64
 NET_MIN = 4096       # the log is netted once it holds twice its netted size plus this many rows
 SMALL = 48           # a group with at most this many log and batch rows is walked in Python (``_small``)
+SMALL_VEC = 16       # small groups from which they are walked with numpy all at once (``_small_all``)
 SINGLE_MAX = 48      # ... but with one segment in the batch, netted by one sort of all such groups instead
                      # (``_single``); a larger group folds its inserts and recomputes only when its extreme
                      # leaves, which one sort per batch would cost more than (NEXMark q5's MAX of counts)
@@ -54,6 +61,7 @@ class IntExtremes:
         self.lv = np.empty(0, dtype=I64)
         self.lc = np.empty(0, dtype=I64)
         self.netted = 0                              # log rows right after the last netting
+        self.log_dels = 0                            # delete rows appended since (an upper bound)
         self.tail: list[tuple] = []                  # batches appended since, joined to the log when read
         self.tail_rows = 0
 
@@ -91,27 +99,26 @@ class IntExtremes:
         grp_start[1:] = g_s[1:] != g_s[:-1]
         gi = np.cumsum(grp_start) - 1                    # group index within the batch, per row
         is_del = sign < 0
-        dirty = np.bincount(gi, weights=is_del) > 0       # per batch group: a delete somewhere in the batch
         seg_gi = gi[ends]
         seg_g = g_s[ends]
         first = np.ones(nseg, dtype=bool)
         first[1:] = seg_g[1:] != seg_g[:-1]
         base = self.ext[seg_g]
+        # groups that empty in their first segment and have no delete after: they start afresh there
+        reset, gone = (self._resets(sign, is_del, gi, grp_start, ends, first, new_cnt) if is_del.any()
+                       else (None, None))
+        if reset is not None:
+            is_del = is_del & ~gone
+        dirty = np.bincount(gi, weights=is_del) > 0       # per batch group: a delete somewhere in the batch
         if dirty.all():                    # every group has deletes: all go segment by segment below
             sr = np.zeros(nseg, dtype=I64)
             ins_best = base
         else:
-            # insert-only groups: running best insert per group from value ranks (0: none yet)
-            uniq, inv = np.unique(np.where(is_del, v[0], v), return_inverse=True)
-            u = len(uniq)
-            r = (inv.reshape(-1) + 1) if self.want_max else (u - inv.reshape(-1))
-            r = np.where(is_del, 0, r).astype(I64)
-            width = u + 1
-            run = np.maximum.accumulate(gi * width + r) - gi * width
-            sr = run[ends]
-            ins_best = uniq[(sr - 1 if self.want_max else u - sr) % u]
+            sr, ins_best = self._running_best(v, is_del if gone is None else is_del | gone, gi, ends, base)
         had_first = np.zeros(len(dirty), dtype=bool)
         had_first[seg_gi[first]] = had[first]
+        if reset is not None:
+            had_first[reset] = False                         # what they held before is gone
         gh = had_first[seg_gi]                               # the group had rows before the batch
         both = np.maximum(base, ins_best) if self.want_max else np.minimum(base, ins_best)
         new = np.where(sr > 0, np.where(gh, both, ins_best), base)
@@ -126,8 +133,91 @@ class IntExtremes:
         last = np.ones(nseg, dtype=bool)
         last[:-1] = first[1:]
         self.ext[seg_g[last]] = new[last]
-        self._append(g_s, v, sign)
+        if reset is None:
+            self._append(g_s, v, sign)
+        else:
+            self._drop_groups(g_s[grp_start][reset])
+            keep = ~gone
+            self._append(g_s[keep], v[keep], sign[keep])
         return new, old
+
+    def _resets(self, sign, is_del, gi, grp_start, ends, first, new_cnt):
+        """The batch groups whose row count falls to zero within their first segment and that have no delete
+        after that row (a tumbling window's turnover: every old row deleted, then the new ones inserted), and
+        the rows up to that zero: with them, the group's log nets to nothing (its count is exact), so the
+        group's extremes are those of the later rows alone, all inserts; the log rows and these rows are
+        dropped instead of netted. (None, None) when there is no such group."""
+        n = len(sign)
+        csum = np.cumsum(sign)
+        if not gi[-1]:                                     # one group (a scalar aggregate): no gathers
+            e = int(ends[0])
+            zero = np.flatnonzero(csum[:e + 1] == csum[e] - int(new_cnt[0]))
+            if not len(zero) or int(zero[-1]) != int(np.flatnonzero(is_del)[-1]):
+                return None, None
+            gone = np.zeros(n, dtype=bool)
+            gone[:int(zero[-1]) + 1] = True
+            return np.ones(1, dtype=bool), gone
+        fe = ends[first]                                   # the last row of each group's first segment
+        run = csum - csum[fe][gi] + new_cnt[first][gi]     # the group's row count after each row
+        rows = np.arange(n)
+        zero = (run == 0) & (rows <= fe[gi])
+        if not zero.any():
+            return None, None
+        starts = np.flatnonzero(grp_start)
+        zlast = np.maximum.reduceat(np.where(zero, rows, -1), starts)
+        dlast = np.maximum.reduceat(np.where(is_del, rows, -1), starts)
+        reset = (zlast >= 0) & (dlast == zlast)
+        if not reset.any():
+            return None, None
+        gone = reset[gi] & (rows <= zlast[gi])
+        return reset, gone
+
+    def _running_best(self, v, out, gi, ends, base):
+        """Per segment, the best insert of its group in the batch up to the segment's end (``sr`` > 0 where
+        there is one; rows marked ``out`` do not count) and that value: one running maximum over the values
+        offset per group when the groups' value spans fit an int64 side by side, else over value ranks."""
+        keep = ~out
+        if not keep.any():
+            return np.zeros(len(ends), dtype=I64), base
+        if not gi[-1]:                     # one group: a running extreme of the values themselves
+            big = np.iinfo(I64).min if self.want_max else np.iinfo(I64).max
+            acc = np.maximum if self.want_max else np.minimum
+            run = acc.accumulate(np.where(out, big, v))
+            sr = (ends >= int(keep.argmax())).astype(I64)
+            return sr, np.where(sr > 0, run[ends], base)
+        vk = v[keep]
+        lo, hi = int(vk.min()), int(vk.max())
+        width = hi - lo + 2                               # 0: no insert yet; 1 .. hi - lo + 1: a value
+        groups = int(gi[-1]) + 1
+        if width < (1 << 62) // groups:
+            r = (v - lo + 1) if self.want_max else (hi - v + 1)
+            r = np.where(out, 0, r)
+            off = gi * width
+            sr = (np.maximum.accumulate(off + r) - off)[ends]
+            best = (lo - 1 + sr) if self.want_max else (hi + 1 - sr)
+            return sr, np.where(sr > 0, best, base)
+        uniq, inv = np.unique(np.where(out, vk[0], v), return_inverse=True)
+        u = len(uniq)
+        r = (inv.reshape(-1) + 1) if self.want_max else (u - inv.reshape(-1))
+        r = np.where(out, 0, r).astype(I64)
+        width = u + 1
+        run = np.maximum.accumulate(gi * width + r) - gi * width
+        sr = run[ends]
+        return sr, uniq[(sr - 1 if self.want_max else u - sr) % u]
+
+    def _drop_groups(self, gids: np.ndarray) -> None:
+        """Drop these groups' rows from the log (they net to nothing)."""
+        if not len(self.lg) and not self.tail:
+            return
+        self._join_tail()
+        mark = np.zeros(len(self.ext), dtype=bool)
+        mark[gids] = True
+        keep = ~mark[self.lg]
+        if not keep.all():
+            self.lg, self.lv, self.lc = self.lg[keep], self.lv[keep], self.lc[keep]
+            self.netted = min(self.netted, len(self.lg))
+            if not len(self.lg):
+                self.log_dels = 0
 
     def _dirty(self, v, sign, is_del, g_s, gi, ends, seg_gi, new_cnt, dgi, new, had_first) -> None:
         """The extremes of the groups with deletes, segment by segment (written into ``new``). The log rows of
@@ -139,8 +229,11 @@ class IntExtremes:
         row_lo = np.searchsorted(gi, dgi, side="left")
         gids = g_s[row_lo]                                   # ascending: the batch is sorted by group
         if len(self.lg):
-            idx = np.flatnonzero(np.isin(self.lg, gids))
-            idx = idx[stable_argsort(self.lg[idx])]
+            if len(gids) == 1:             # one group: its rows in log order are in (group) order already
+                idx = np.flatnonzero(self.lg == gids[0])
+            else:
+                idx = np.flatnonzero(np.isin(self.lg, gids))
+                idx = idx[stable_argsort(self.lg[idx])]
             lg = self.lg[idx]
             l_lo = np.searchsorted(lg, gids, side="left")
             l_hi = np.searchsorted(lg, gids, side="right")
@@ -153,7 +246,11 @@ class IntExtremes:
         if single.any():                 # one segment in the batch: its extreme from the group's net multiset
             self._single(v, sign, g_s, gi, idx, dgi, gids, single, seg_lo, new_cnt, new)
         small = (size <= SMALL) & ~single
-        if small.any():
+        if small.sum() >= SMALL_VEC:       # many: all at once with numpy (``_small_all``)
+            sm = np.flatnonzero(small)
+            self._small_all(v, sign, ends, new_cnt, new, idx, l_lo[sm], l_hi[sm], row_lo[sm], seg_lo[sm],
+                            seg_hi[sm])
+        elif small.any():
             # only the rows of the small groups become Python lists: log rows and batch rows renumbered
             sm = np.flatnonzero(small)
             lsel = np.isin(lg, gids[sm]) if len(idx) else np.zeros(0, dtype=bool)
@@ -235,6 +332,46 @@ class IntExtremes:
         out[found] = best_v[where[found]]
         new[segs] = np.where(new_cnt[segs] > 0, out, 0)
 
+    def _small_all(self, v, sign, ends, new_cnt, new, idx, l_lo, l_hi, row_lo, seg_lo, seg_hi) -> None:
+        """The small groups' extremes after each of their segments, all groups at once (written into
+        ``new``): every log row and batch row of these groups is an entry (group, value, count, segment; log
+        rows count from the group's first segment); sorted by (group, value, segment), a running count per
+        (group, value) says from which segment to which the value is present, and each segment's extreme is
+        the best value present in it (``ufunc.at`` over the expanded (segment, value) pairs, at most rows
+        times segments per group)."""
+        k = len(seg_lo)
+        # log entries
+        l_len = l_hi - l_lo
+        lpos = np.arange(int(l_len.sum())) + np.repeat(l_lo - np.cumsum(l_len) + l_len, l_len)
+        lrows = idx[lpos]
+        # batch entries: rows row_lo .. end of the group's last segment
+        b_hi = ends[seg_hi - 1] + 1
+        b_len = b_hi - row_lo
+        bpos = np.arange(int(b_len.sum())) + np.repeat(row_lo - np.cumsum(b_len) + b_len, b_len)
+        grp = np.concatenate([np.repeat(np.arange(k), l_len), np.repeat(np.arange(k), b_len)])
+        val = np.concatenate([self.lv[lrows], v[bpos]])
+        cnt = np.concatenate([self.lc[lrows], sign[bpos]])
+        seg = np.concatenate([np.repeat(seg_lo, l_len), np.searchsorted(ends, bpos)])
+        order = np.lexsort((seg, val, grp))
+        grp, val, cnt, seg = grp[order], val[order], cnt[order], seg[order]
+        run_start = np.ones(len(grp), dtype=bool)
+        run_start[1:] = (grp[1:] != grp[:-1]) | (val[1:] != val[:-1])
+        cs = np.cumsum(cnt)
+        run = cs - (cs - cnt)[run_start][np.cumsum(run_start) - 1]      # count of (group, value) after it
+        nxt = np.empty(len(seg), dtype=np.int64)
+        nxt[:-1] = np.where(run_start[1:], seg_hi[grp[:-1]], seg[1:])
+        if len(seg):
+            nxt[-1] = seg_hi[grp[-1]]
+        present = (run > 0) & (nxt > seg)                                  # in segments seg .. nxt - 1
+        a, b, x = seg[present], nxt[present], val[present]
+        span = b - a
+        at = np.arange(int(span.sum())) + np.repeat(a - np.cumsum(span) + span, span)
+        best = np.full(len(new), np.iinfo(I64).min if self.want_max else np.iinfo(I64).max, dtype=I64)
+        (np.maximum if self.want_max else np.minimum).at(best, at, np.repeat(x, span))
+        s_len = seg_hi - seg_lo
+        segs = np.arange(int(s_len.sum())) + np.repeat(seg_lo - np.cumsum(s_len) + s_len, s_len)
+        new[segs] = np.where(new_cnt[segs] > 0, best[segs], 0)
+
     def _small(self, lv: list, lc: list, v: list, sign: list, ends: list, new_cnt: list, new: np.ndarray,
                groups) -> None:
         """Small groups' segments with a count per value in a dict: for a group of a few rows, numpy calls
@@ -275,10 +412,20 @@ class IntExtremes:
             k *= 4
 
     def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
-        """Add the batch to the log; net the log once it has doubled since the last netting."""
+        """Add the batch to the log; net the log once it has doubled since the last netting, or, while only
+        inserts were added since (each log row then stands for live rows: netting would only merge repeats of
+        a value), once it has grown eightfold (an insert-only input, NEXMark q4's MAX over a join)."""
+        if not len(g):
+            return
+        fresh = not len(self.lg) and not self.tail
         self.tail.append((g.copy(), v.copy(), c.copy()))
         self.tail_rows += len(g)
-        if len(self.lg) + self.tail_rows > 2 * self.netted + NET_MIN:
+        dels = int((c < 0).sum())
+        self.log_dels += dels
+        if fresh and not dels:          # the live multiset itself, no pair to net
+            self.netted = len(g)
+        grown = len(self.lg) + self.tail_rows
+        if grown > 2 * self.netted + NET_MIN and (self.log_dels or grown > 8 * self.netted + NET_MIN):
             self._join_tail()
             g, v, c = _sorted_log(self.lg, self.lv, self.lc)
             start = np.ones(len(g), dtype=bool)
@@ -287,7 +434,7 @@ class IntExtremes:
             net = np.add.reduceat(c, at) if len(at) else c[:0]
             keep = net != 0
             self.lg, self.lv, self.lc = g[at][keep], v[at][keep], net[keep]
-            self.netted = len(self.lg)
+            self.netted, self.log_dels = len(self.lg), 0
 
 
 def _by_group_value(g: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -8,7 +8,9 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
 
 - **First in, first out** (``_Log`` and ``_Run``): the rows in arrival order in a log with spare capacity, so
   that appending a batch and dropping the oldest rows move only those rows; and a few index runs, each holding
-  (key code, sequence number) pairs sorted by code. A batch adds a run; a run is merged into the one before it
+  (key code, sequence number) pairs sorted by code. A batch adds a run, when a probe first needs one: until
+  then its rows are scanned by probes of a few codes, within about what sorting them would cost (``_lazy``; a
+  window joined with its MAX of one row is then never sorted). A run is merged into the one before it
   while that one is less than twice its size, and entries of rows that have left are dropped when runs merge,
   so there are O(log n) runs and each entry is merged O(log n) times. A probe searches every run. A release's
   deletes are matched with the oldest live rows and checked value for value (``match``, which changes
@@ -16,7 +18,8 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
   indexes its inserts while its victims stay in place, so that the release's probes find every row it saw,
   and ``adopt`` drops the victims.
 - **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
-  updated at random), one table sorted by key code with a sign per row: a stored delete joins with the opposite
+  updated at random), a table sorted by key code with a sign per row (and a delta of recent rows, folded in
+  once it passes an eighth of it): a stored delete joins with the opposite
   sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
   row's signs netted), after which the index goes back to the first form.
 
@@ -32,12 +35,16 @@ import numpy as np
 from control_tables import Knob, Stat
 from synopses.base import Synopsis, array_bytes, rows_bytes
 from synopses.rowcodes import row_codes, segments
-from synopses.sort_order import stable_argsort
+from synopses.sort_order import search, search_both, stable_argsort
 
 _EMPTY = np.empty(0, dtype=np.int64)
 OLD = np.iinfo(np.int64).min        # entered before the release at hand
 LIVE = np.iinfo(np.int64).max       # has not left (as far as the released input tells)
 SMALL = 2048                        # rows held up to which one index run is rebuilt by a sort per release
+TINY = 4                            # entries up to which a run is probed by one comparison per entry
+DELTA_MIN = 1024                    # rows a signed table's delta holds at least before it is folded in
+SCAN_CODES = 8                      # probe codes up to which rows not indexed yet are scanned, not sorted
+SCAN_WORK = 16                      # ... while the scans so far stay within this many passes over them
 
 
 class Release(NamedTuple):
@@ -139,10 +146,12 @@ class SortedRunIndexSynopsis(Synopsis):
         self.runs: list[_Run] = []
         self.table: _Signed | None = None     # signed form, when deletes did not match first in, first out
         self.next_seq = 0                     # signed form: the sequence number of the next row
+        self.unindexed: int | None = None     # rows from this sequence number on are in no run yet (``_lazy``)
+        self.scanned = 0                      # rows compared by scans of them so far
 
     def __len__(self) -> int:
         if self.table is not None:
-            return len(self.table.codes)
+            return len(self.table)
         return len(self.log) if self.log is not None else 0
 
     def rows(self) -> int:
@@ -151,7 +160,7 @@ class SortedRunIndexSynopsis(Synopsis):
     def nbytes(self) -> int:
         if self.table is not None:
             t = self.table
-            return rows_bytes(t.seq, t.sign, t.cols) + t.codes.nbytes
+            return t.nbytes()
         if self.log is None:
             return 0
         return self.log.nbytes() + sum(r.codes.nbytes + r.seqs.nbytes for r in self.runs)
@@ -233,10 +242,9 @@ class SortedRunIndexSynopsis(Synopsis):
                 codes = log.seq_codes(s0, e1)
                 order = stable_argsort(codes)
                 self.runs = [_Run(codes[order], order + s0, s0)]
-            else:
-                codes = log.seq_codes(e0, e1)
-                order = stable_argsort(codes)
-                self.runs.append(_Run(codes[order], order + e0, e0))
+                self.unindexed = None
+            elif self.unindexed is None:    # indexed when a probe needs it (``_lazy``)
+                self.unindexed, self.scanned = e0, 0
         return Staged(s0, e0, e0 + n_ins, rel.victims, rel.victims + rel.dead, rel.ins_ts, rel.del_ts)
 
     def adopt(self, staged: Staged) -> None:
@@ -255,6 +263,7 @@ class SortedRunIndexSynopsis(Synopsis):
             return _EMPTY, _EMPTY
         if lo is None:
             lo = self.log.head
+        newest = self._lazy(codes, lo)          # first: it may sort those rows into a run
         found = []
         for run in self.runs:
             if not len(run):
@@ -267,11 +276,68 @@ class SortedRunIndexSynopsis(Synopsis):
                     if not keep.all():
                         pidx, seq = pidx[keep], seq[keep]
                 found.append((pidx, seq))
+        found += newest
         if not found:
             return _EMPTY, _EMPTY
         if len(found) == 1:
             return found[0]
         return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+
+    def counts(self, codes: np.ndarray) -> np.ndarray:
+        """Per probe code, how many rows the index holds with that key (in the first-in-first-out form, entries
+        of rows that left and are not tidied away yet count too: an upper bound)."""
+        if self.table is not None:
+            return self.table.counts(codes)
+        cnt = np.zeros(len(codes), dtype=np.int64)
+        if self.log is None:
+            return cnt
+        for pidx, _ in self._lazy(codes, self.log.head):
+            cnt += np.bincount(pidx, minlength=len(codes))
+        for r in self.runs:
+            if len(r):
+                cnt += r.locate(codes)[1]
+        return cnt
+
+    def _lazy(self, codes: np.ndarray, lo: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The rows not indexed yet (appended since ``unindexed``) that match a probe, as [(probe index,
+        sequence number)] (or []): scanned, one comparison per row and probe code, while the probe has at most
+        ``SCAN_CODES`` codes and the scans since ``unindexed`` stay within ``SCAN_WORK`` comparisons per row
+        appended since (so within about what sorting those rows would have cost); else they are sorted into a run first and the runs found them. A side that is
+        probed by few keys (a window joined with its MAX of one row, NEXMark q7) is then never sorted."""
+        u0 = self.unindexed
+        if u0 is None:
+            return []
+        log = self.log
+        a = max(u0, lo, log.head)
+        n = log.tail - a
+        if n <= 0:
+            return []
+        k = len(codes)
+        if k > SCAN_CODES or self.scanned + k * n > SCAN_WORK * (log.tail - u0):
+            self._index_lazy()
+            return []
+        self.scanned += k * n
+        seg = log.seq_codes(a, log.tail)
+        found = []
+        for j, c in enumerate(codes.tolist()):
+            hit = np.flatnonzero(seg == c)
+            if len(hit):
+                found.append((np.full(len(hit), j, dtype=np.int64), hit + a))
+        if len(found) > 1:
+            return [(np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]))]
+        return found
+
+    def _index_lazy(self) -> None:
+        """Sort the rows not indexed yet into a run (the newest)."""
+        u0, self.unindexed = self.unindexed, None
+        log = self.log
+        a = max(u0, log.head)
+        if a < log.tail:
+            codes = log.seq_codes(a, log.tail)
+            order = stable_argsort(codes)
+            self.runs.append(_Run(codes[order], order + a, a))
+            if len(self.runs) > 1:
+                self._tidy()
 
     def gather(self, seq: np.ndarray) -> list[np.ndarray]:
         """The columns of the rows with these sequence numbers (first-in-first-out form)."""
@@ -302,7 +368,7 @@ class SortedRunIndexSynopsis(Synopsis):
                 self.table = _Signed(codes[order], np.ones(len(order), np.int8), seq[order],
                                      [c[order] for c in log.live_cols()], True)
             self.next_seq = log.tail if log is not None else 0
-            self.log, self.runs = None, []
+            self.log, self.runs, self.unindexed = None, [], None
         return self.table
 
     def lookup(self, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
@@ -312,8 +378,8 @@ class SortedRunIndexSynopsis(Synopsis):
             pidx, seq = self.find(codes)
             return pidx, (self.gather(seq) if self.log is not None else []), None
         t = self.table
-        pidx, tidx = expand(*t.locate(codes))
-        return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
+        pidx, cols, sign = t.lookup(codes)
+        return pidx, cols, (sign if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
         """Apply signed rows (inserts and deletes, in time order) with their key codes: matched first in, first
@@ -332,7 +398,7 @@ class SortedRunIndexSynopsis(Synopsis):
         n_del = int((sign < 0).sum())
         if n_del:
             t.negatives += n_del
-            if t.negatives > 64 and t.negatives * 4 > len(t.codes):
+            if t.negatives > 64 and t.negatives * 4 > len(t):
                 t.compact()      # after which the index can go back to the first-in-first-out form
 
     def _unsign(self) -> bool:
@@ -341,7 +407,7 @@ class SortedRunIndexSynopsis(Synopsis):
         t = self.table
         if t.negatives:
             return False
-        self.table, self.log, self.runs = None, None, []
+        self.table, self.log, self.runs, self.unindexed = None, None, [], None
         if t.known:
             order = stable_argsort(t.seq)
             self.log = _Log(t.cols)
@@ -354,34 +420,93 @@ class SortedRunIndexSynopsis(Synopsis):
 
 
 class _Signed:
-    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number."""
+    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number.
+
+    Kept as two sorted tables, like a two-level LSM tree: the main one, and a delta of the rows merged in since
+    it was last folded into the main one (when it passes an eighth of it, ``DELTA_MIN`` rows at least). A batch
+    is merged into the delta only, and probes search both, so a relation of many keys updated a few at a time
+    (a MAX per auction, NEXMark q9) costs a batch work in proportion to the delta, not a merge of the whole
+    table and a rebuild of its probe tables every time. ``codes``, ``sign``, ``seq`` and ``cols`` read the
+    table whole (folding the delta in first)."""
 
     def __init__(self, codes: np.ndarray, sign: np.ndarray, seq: np.ndarray, cols: list[np.ndarray],
                  known: bool) -> None:
-        self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
+        self._main = (codes, sign, seq, cols)
+        self._delta: tuple | None = None
         self.known = known           # whether the columns' types are known (a row was seen)
         self.negatives = 0
-        self._probe: _Run | None = None      # ``codes`` as a run, for its probe tables (rebuilt when they change)
+        self._probe: _Run | None = None      # the main codes as a run, for its probe tables (built on need)
 
-    def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each probe code, the first position of an equal code in the table and how many there are."""
-        if not len(self.codes) or not len(codes):
-            return locate(self.codes, codes)
-        if self._probe is None or self._probe.codes is not self.codes:
-            self._probe = _Run(self.codes, self.seq, 0)
-        return self._probe.locate(codes)
+    def __len__(self) -> int:
+        return len(self._main[0]) + (len(self._delta[0]) if self._delta is not None else 0)
+
+    def _fold(self) -> tuple:
+        if self._delta is not None:
+            self._main, self._delta, self._probe = _merged(self._main, self._delta), None, None
+        return self._main
+
+    codes = property(lambda self: self._fold()[0])
+    sign = property(lambda self: self._fold()[1])
+    seq = property(lambda self: self._fold()[2])
+
+    @property
+    def cols(self) -> list[np.ndarray]:
+        return self._fold()[3]
+
+    @cols.setter
+    def cols(self, cols: list[np.ndarray]) -> None:
+        c, s, q, _ = self._fold()
+        self._main = (c, s, q, cols)
+
+    def nbytes(self) -> int:
+        return sum(rows_bytes(q, s, cols) + c.nbytes for c, s, q, cols in filter(None, (self._main, self._delta)))
+
+    def _parts(self):
+        """(codes, sign, cols, probe positions function) of the main table and of the delta."""
+        main = self._main
+        if len(main[0]):
+            if self._probe is None:
+                self._probe = _Run(main[0], main[2], 0)
+            yield main, self._probe.locate
+        if self._delta is not None:
+            d = self._delta
+            yield d, lambda codes: locate(d[0], codes)
+
+    def counts(self, codes: np.ndarray) -> np.ndarray:
+        """Per probe code, how many rows (stored deletes included) the table holds with that key."""
+        cnt = np.zeros(len(codes), dtype=np.int64)
+        if len(codes):
+            for _, loc in self._parts():
+                cnt += loc(codes)[1]
+        return cnt
+
+    def lookup(self, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """(probe index, the rows' columns, their signs) of every row with a key equal to a probe's."""
+        found = []
+        if len(codes):
+            for (_, sign, _, cols), loc in self._parts():
+                pidx, tidx = expand(*loc(codes))
+                if len(pidx):
+                    found.append((pidx, [c[tidx] for c in cols], sign[tidx]))
+        if not found:
+            cols = self._main[3]
+            return _EMPTY, [c[:0] for c in cols], np.empty(0, np.int8)
+        if len(found) == 1:
+            return found[0]
+        return (np.concatenate([f[0] for f in found]), [np.concatenate(c) for c in zip(*[f[1] for f in found])],
+                np.concatenate([f[2] for f in found]))
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
-        """Merge rows into key order (after the equal keys already there)."""
+        """Merge rows into key order (after the equal keys already there): into the delta, which is folded into
+        the main table once it passes an eighth of it."""
         order = stable_argsort(codes)
-        sign, codes, seq = sign[order], codes[order], seq[order]
-        cols = [c[order] for c in cols]
-        if not len(self.codes):
-            self.sign, self.cols, self.codes, self.seq = sign, cols, codes, seq
+        new = (codes[order], sign[order], seq[order], [c[order] for c in cols])
+        if not len(self._main[0]):
+            self._main, self._probe = new, None
             return
-        m = _Merge(self.codes, codes)
-        self.sign, self.codes, self.seq = m(self.sign, sign), m(self.codes, codes), m(self.seq, seq)
-        self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
+        self._delta = new if self._delta is None else _merged(self._delta, new)
+        if len(self._delta[0]) > max(DELTA_MIN, len(self._main[0]) // 8):
+            self._fold()
 
     def compact(self) -> None:
         """Net each distinct row's inserts and deletes, keeping as many copies as its count: its newest
@@ -400,9 +525,15 @@ class _Signed:
         after = np.repeat(cpos[starts + lengths - 1], lengths) - cpos      # inserts after each, in its row
         idx = order[pos & (after < np.repeat(net, lengths))]
         idx = idx[stable_argsort(self.codes[idx])]
-        self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
-        self.sign = np.ones(len(idx), dtype=np.int8)
+        codes, seq, cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
+        self._main, self._probe = (codes, np.ones(len(idx), dtype=np.int8), seq, cols), None
         self.negatives = 0
+
+
+def _merged(old: tuple, new: tuple) -> tuple:
+    """Two sorted tables (codes, sign, seq, cols) as one, ``new``'s rows after ``old``'s equal keys."""
+    m = _Merge(old[0], new[0])
+    return (m(old[0], new[0]), m(old[1], new[1]), m(old[2], new[2]), [m(a, b) for a, b in zip(old[3], new[3])])
 
 
 class _Run:
@@ -425,6 +556,8 @@ class _Run:
         changed once built, so what a probe needs besides the codes is built once, on first need: where each
         code of the span begins (codes spanning a small range), or the distinct codes and their bounds."""
         table = self.codes
+        if len(table) <= TINY and len(codes) > 4 * TINY:
+            return self._few(codes)
         lo_code = int(table[0])
         span = int(table[-1]) - lo_code + 1
         if span <= 4 * len(table) + 256:
@@ -442,9 +575,23 @@ class _Run:
             self._keys = table[np.concatenate([[0], first])]
             self._bounds = np.concatenate([[0], first, [len(table)]]).astype(np.int64)
         keys, bounds = self._keys, self._bounds
-        i = np.minimum(np.searchsorted(keys, codes), len(keys) - 1)
+        i = np.minimum(search(keys, codes), len(keys) - 1)
         lo = bounds[i]
         return lo, np.where(keys[i] == codes, bounds[i + 1] - lo, 0)
+
+    def _few(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``locate`` against a run of a few entries (a MAX of one row probed by a window's turnover): one
+        comparison of the probes per distinct code, no binary search and no gathers."""
+        table = self.codes
+        first = np.zeros(len(codes), dtype=np.int64)
+        cnt = np.zeros(len(codes), dtype=np.int64)
+        at = 0
+        for c, k in zip(*(a.tolist() for a in np.unique(table, return_counts=True))):
+            hit = codes == c
+            first[hit] = at
+            cnt[hit] = k
+            at += k
+        return first, cnt
 
     @staticmethod
     def merge(runs: list[_Run], head: int) -> _Run:
@@ -525,12 +672,29 @@ class _Log:
                 c[self.start:self.start + n] = None      # let the dropped rows' objects go
         self.start += n
 
+    def _to_front(self) -> None:
+        """Move the live rows to the start of the buffers, which are at most half full with them: a window
+        that drops as many rows as it appends reuses the memory it has (already paged in) instead of
+        allocating buffers again (a fresh buffer costs a page fault per 4 KB on first write)."""
+        start, end = self.start, self.end
+        live = end - start
+        self.codes[:live] = self.codes[start:end]
+        for b in self.cols:
+            b[:live] = b[start:end]
+            if b.dtype.kind == "O":
+                b[max(live, start):end] = None           # let go of the moved rows' old references
+        self.base += start
+        self.start, self.end = 0, live
+
     def append(self, codes: np.ndarray, cols: list[np.ndarray], idx: np.ndarray | None = None) -> None:
         """Append the rows at ``idx`` of ``codes`` and ``cols`` (every row when None)."""
         n = len(codes) if idx is None else len(idx)
         dtypes = [np.result_type(b.dtype, c.dtype) if b.dtype != c.dtype else b.dtype
                   for b, c in zip(self.cols, cols)]
-        if self.end + n > len(self.codes) or any(d != b.dtype for d, b in zip(dtypes, self.cols)):
+        same = all(d == b.dtype for d, b in zip(dtypes, self.cols))
+        if self.end + n > len(self.codes) and same and 2 * (len(self) + n) <= len(self.codes):
+            self._to_front()
+        if self.end + n > len(self.codes) or not same:
             live = len(self)
             cap = max(64, 2 * (live + n))
             fresh = np.empty(cap, dtype=np.int64)
@@ -576,8 +740,8 @@ def locate(table: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray
         rel = np.minimum((codes - lo_code).view(np.uint64), span)
         cnt = counts[rel]
         return ends[rel] - cnt, cnt
-    lo = table.searchsorted(codes, side="left")
-    return lo, table.searchsorted(codes, side="right") - lo
+    lo, hi = search_both(table, codes)
+    return lo, hi - lo
 
 
 def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -60,7 +60,7 @@ from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
-from synopses.sort_order import stable_argsort
+from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
 
 PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
@@ -252,15 +252,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def _matches(self, side: int, codes: np.ndarray) -> np.ndarray:
         """Per probe code, how many rows ``side``'s index holds with that key (entries of rows that left and
         are not tidied away yet count too: an upper bound)."""
-        index = self.sides[side]
-        if index.table is not None:
-            return index.table.locate(codes)[1]
-        cnt = np.zeros(len(codes), dtype=np.int64)
-        if index.log is not None:
-            for r in index.runs:
-                if len(r):
-                    cnt += r.locate(codes)[1]
-        return cnt
+        return self.sides[side].counts(codes)
 
     def _bounded(self, parts: dict) -> dict:
         """The release cut to its longest prefix in time order whose pairs stay within ``PAIR_BUDGET`` (at
@@ -359,10 +351,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if total > PAIR_BUDGET:
                 return total
         if codes[0] and codes[1]:
-            left = np.sort(np.concatenate(codes[0]))
-            right = np.concatenate(codes[1])
-            total += int((np.searchsorted(left, right, side="right")
-                          - np.searchsorted(left, right, side="left")).sum())
+            # pairs of equal codes: each of the fewer codes counted among the others (sorted: numpy's binary
+            # search is slow on probes in random order; ``search``), or compared with them when very few
+            small, large = (np.concatenate(c) for c in sorted(codes, key=lambda c: sum(len(x) for x in c)))
+            if len(small) <= 8:
+                total += sum(int((large == c).sum()) for c in small.tolist())
+            else:
+                lo, hi = search_both(np.sort(large), small)
+                total += int((hi - lo).sum())
         return total
 
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
@@ -529,8 +525,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if len(got) == 2:
             lb, rb = got[0], got[1]
             o = stable_argsort(codes[1])
-            lo = np.searchsorted(codes[1][o], codes[0], side="left")
-            cnt = np.searchsorted(codes[1][o], codes[0], side="right") - lo
+            lo, hi = search_both(codes[1][o], codes[0])
+            cnt = hi - lo
             pidx, tidx = expand(lo, cnt)
             if len(pidx):
                 mine, theirs = lb.take(pidx), rb.take(o[tidx])

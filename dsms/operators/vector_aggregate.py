@@ -208,10 +208,14 @@ class VectorAggregateOp(FinalInstantsOperator):
         n = len(batch)
         gid = self._gids(batch)
         # by group, time order (and arrival order) kept within; small ids sort by radix as int16
-        order = stable_argsort(gid)
-        g_s = gid[order]
-        t_s = batch.ts[order]
-        sign = batch.sign[order].astype(np.int64)
+        # (one group, or groups in order already: no gathers of the batch's columns)
+        order = None if not self.group or bool((gid[1:] >= gid[:-1]).all()) else stable_argsort(gid)
+
+        def by_group(a: np.ndarray) -> np.ndarray:
+            return a if order is None else a[order]
+        g_s = by_group(gid)
+        t_s = by_group(batch.ts)
+        sign = by_group(batch.sign).astype(np.int64)
         # segment = run of one (group, instant); values are taken at segment ends
         seg_end = np.ones(n, dtype=bool)
         seg_end[:-1] = (g_s[1:] != g_s[:-1]) | (t_s[1:] != t_s[:-1])
@@ -223,7 +227,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         run_cnt = running(sign, grp_start, starts_idx, self.count[g_s])
         run_sum = {}
         for a in self.sum_cols:
-            v = batch.cols[a][order]
+            v = by_group(batch.cols[a])
             if self.sum_float[a]:
                 rs = np.zeros(n, dtype=np.float64)          # exact; values only at segment ends
                 rs[ends] = self.fsums[a].step(v, sign, g_s, grp_start, starts_idx, ends)
@@ -251,7 +255,7 @@ class VectorAggregateOp(FinalInstantsOperator):
             if f == "COUNT":
                 nv, ov = new_cnt, old_cnt
             elif j in self.extremes:
-                nv, ov = self.extremes[j].step(batch.cols[a][order], sign, g_s, ends, old_cnt > 0, new_cnt)
+                nv, ov = self.extremes[j].step(by_group(batch.cols[a]), sign, g_s, ends, old_cnt > 0, new_cnt)
             else:
                 ns = run_sum[a][ends]
                 os_ = np.where(first_of_group, self.sums[a][seg_g], run_sum[a][prev])

@@ -70,6 +70,10 @@ def test_lookup_table_at_the_ends_of_int64():
     lo, hi = I64
     check([[lo + 5, lo + 10], [lo], [lo + 3], list(range(lo, lo + 3000, 7))])
     check([[hi - 5, hi - 10], [hi], [hi - 3], list(range(hi - 3000, hi, 7))[::-1]])
+    # known keys in the table beside new keys outside it, at the far end of int64 (new without a hash probe)
+    check([[hi - 5, hi - 10], [lo, hi - 5, hi - 7, lo + 1], [hi - 6, lo]])
+    check([[lo + 5, lo + 10], [hi, lo + 5, lo + 7, hi - 1], [lo + 6, hi]])
+    check([list(range(100)), list(range(50, 150)) + [-1, 10**6], list(range(140, 160))])
 
 
 def test_lookup_table_dropped_and_rebuilt():

@@ -1,6 +1,7 @@
 """``IntExtremes`` against a model (a Counter per group): the extreme after and before every (group, instant)
 segment, over batches of inserts and deletes that include deletes of rows inserted in the same instant, groups
-that empty and refill, and groups large enough for the netted-log recomputation (and its widening partition)."""
+that empty and refill (in one instant too: a tumbling window's turnover, which drops the group's log instead
+of netting it), and groups large enough for the netted-log recomputation (and its widening partition)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def workloads(draw):
             for _ in range(draw(st.integers(1, 3))):
                 bag = model.setdefault(g, Counter())
                 ops = []
+                if draw(st.integers(0, 3)) == 0:              # a tumbling window's turnover: empty, refill
+                    for v, c in list((+bag).items()):
+                        ops.extend([(v, -1)] * c)
+                        bag[v] = 0
                 for _ in range(draw(st.integers(1, 8))):
                     present = sorted(+bag)
                     if present and draw(st.booleans()):
@@ -52,14 +57,17 @@ def workloads(draw):
     return batches
 
 
-@pytest.mark.parametrize("small,net_min", [(int_extremes.SMALL, int_extremes.NET_MIN), (0, 0)],
-                         ids=["defaults", "numpy-walk-and-netting-every-batch"])   # (0, 0): no one-sort groups
+@pytest.mark.parametrize("small,net_min,small_vec", [(int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SMALL_VEC),
+                                               (int_extremes.SMALL, int_extremes.NET_MIN, 0), (0, 0, 0)],
+                         ids=["defaults", "small-groups-all-at-once", "numpy-walk-and-netting-every-batch"])
 @pytest.mark.parametrize("want_max", [True, False])
 @settings(max_examples=150, deadline=None)
 @given(batches=workloads())
-def test_extremes_equal_a_model(want_max, small, net_min, batches):
-    saved = int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX
-    int_extremes.SMALL, int_extremes.NET_MIN = small, net_min
+def test_extremes_equal_a_model(want_max, small, net_min, small_vec, batches):
+    """(0, 0, 0): no one-sort groups, no small groups, netting every batch; ``small_vec`` 0: small groups
+    walked all at once with numpy (``_small_all``) rather than in Python (``_small``)."""
+    saved = int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX, int_extremes.SMALL_VEC
+    int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SMALL_VEC = small, net_min, small_vec
     int_extremes.SINGLE_MAX = int_extremes.SINGLE_MAX if small else 0
     try:
         x = IntExtremes(want_max)
@@ -87,4 +95,4 @@ def test_extremes_equal_a_model(want_max, small, net_min, batches):
             assert new.tolist() == exp_new
             assert old.tolist() == exp_old
     finally:
-        int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX = saved
+        int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX, int_extremes.SMALL_VEC = saved

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synopses.sort_order import stable_argsort, stable_lexsort2
+from synopses.sort_order import search, search_both, stable_argsort, stable_lexsort2
 
 DTYPES = (np.int64, np.int32, np.uint64, np.int8)
 
@@ -49,3 +49,19 @@ def test_stable_lexsort2_is_numpys_lexsort(data):
 def test_floats_fall_back_to_the_stable_sort():
     v = np.array([0.5, -0.0, 0.0, np.nan, -1.0] * 100)
     assert stable_argsort(v).tolist() == np.argsort(v, kind="stable").tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.integers(-5, 5), st.sampled_from([-2**63, 2**63 - 1])), max_size=40),
+       st.lists(st.one_of(st.integers(-6, 6), st.sampled_from([-2**63, 2**63 - 1])), max_size=300),
+       st.booleans())
+def test_search_is_numpys_searchsorted(table, probes, in_order):
+    """``search`` and ``search_both`` (probes sorted first when many) give numpy's positions on both sides,
+    for probes in random order and in order, with repeats and int64 extremes."""
+    table = np.sort(np.array(table, dtype=np.int64))
+    probes = np.array(sorted(probes) if in_order else probes, dtype=np.int64)
+    left, right = np.searchsorted(table, probes, "left"), np.searchsorted(table, probes, "right")
+    assert search(table, probes).tolist() == left.tolist()
+    assert search(table, probes, "right").tolist() == right.tolist()
+    lo, hi = search_both(table, probes)
+    assert lo.tolist() == left.tolist() and hi.tolist() == right.tolist()

@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,12 +37,23 @@ def live_multiset(idx: SortedRunIndexSynopsis) -> Counter:
     return Counter(zip(k.tolist(), v.tolist()))
 
 
+@pytest.mark.parametrize("delta_min", [0, sorted_run_index.DELTA_MIN])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(step, min_size=1, max_size=15), min_size=1, max_size=8))
-def test_index_holds_the_multiset_and_probes_exactly(batches):
+def test_index_holds_the_multiset_and_probes_exactly(delta_min, batches):
+    """The index's rows and probes against a list of live rows; the signed form's delta (``_Signed``) folded
+    in after every batch past an eighth of the table (``delta_min`` 0) or kept for many batches."""
+    saved, sorted_run_index.DELTA_MIN = sorted_run_index.DELTA_MIN, delta_min
+    try:
+        _holds_the_multiset(batches)
+    finally:
+        sorted_run_index.DELTA_MIN = saved
+
+
+def _holds_the_multiset(batches):
     idx = SortedRunIndexSynopsis()
     live: list[tuple[int, float]] = []          # live rows, oldest first
-    for batch in batches:
+    for bi, batch in enumerate(batches):
         sign, rows = [], []
         for op, a, b in batch:
             if op == "ins":
@@ -59,10 +71,9 @@ def test_index_holds_the_multiset_and_probes_exactly(batches):
         ts = np.arange(len(rows), dtype=np.int64)
         idx.insert(ts, np.array(sign, dtype=np.int8), [keys, np.array([r[1] for r in rows])], keys)
         expect = Counter((k, v + 0.0) for k, v in live)
-        assert live_multiset(idx) == +expect
-        if idx.table is not None:
-            assert np.all(np.diff(idx.table.codes) >= 0), "table out of key order"
+        # probes first: reading the signed table whole (below) folds its delta in
         probes = np.array([0, 3, 9, 2, 2, 10**9], dtype=np.int64)
+        cnt = idx.counts(probes)
         pidx, cols, sign = idx.lookup(probes)
         found: Counter = Counter()
         for p, i in zip(pidx.tolist(), range(len(pidx))):
@@ -70,6 +81,12 @@ def test_index_holds_the_multiset_and_probes_exactly(batches):
         want = Counter((int(k), key, v) for k in probes.tolist() for (key, v), n in expect.items() if key == k
                        for _ in range(n))
         assert +found == want
+        assert all(c >= sum(n for (key, _), n in expect.items() if key == k)
+                   for c, k in zip(cnt.tolist(), probes.tolist()))
+        if bi % 3 == 2 or bi == len(batches) - 1:         # else the delta goes on growing over batches
+            assert live_multiset(idx) == +expect
+            if idx.table is not None:
+                assert np.all(np.diff(idx.table.codes) >= 0), "table out of key order"
 
 
 @settings(max_examples=40, deadline=None)
@@ -201,3 +218,54 @@ def test_two_runs_merge_as_the_sorted_concatenation(old_codes, new_codes, head):
     assert merged.codes.tolist() == codes[live][order].tolist()
     assert merged.seqs.tolist() == seqs[live][order].tolist()
     assert (merged.seqs >= merged.low).all()           # a probe from ``low`` on need not filter
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), min_size=1, max_size=40), min_size=1, max_size=6),
+       st.lists(st.lists(st.integers(-1, 13), min_size=1, max_size=12), min_size=1, max_size=6),
+       st.integers(0, 30), st.sampled_from([0, 16, 10**6]))
+def test_rows_not_indexed_yet_are_found_by_scan_or_sort(batches, probe_batches, window, scan_work):
+    """Rows appended but not sorted into a run yet (``_lazy``: scanned while probes have few codes, sorted
+    once scans would cost more) are found by ``find`` exactly as the rows held (and counted by ``counts``, an
+    upper bound), whether the scan budget is none, the default, or unlimited; a window's
+    deletes (``window`` rows) retract rows scanned or sorted alike."""
+    saved = sorted_run_index.SMALL, sorted_run_index.SCAN_WORK
+    sorted_run_index.SMALL, sorted_run_index.SCAN_WORK = 0, scan_work
+    try:
+        idx = SortedRunIndexSynopsis()
+        live: list[int] = []
+        seq = 0
+        for b, probes in zip(batches, probe_batches * len(batches)):
+            gone = max(0, len(live) + len(b) - window) if window else 0
+            gone = min(gone, len(live))
+            rows = live[:gone] + b
+            sign = np.array([-1] * gone + [1] * len(b), dtype=np.int8)
+            keys = np.array(rows, dtype=np.int64)
+            idx.insert(np.arange(len(rows), dtype=np.int64), sign, [keys], keys)
+            live = live[gone:] + b
+            seq += len(b)
+            codes = np.array(probes, dtype=np.int64)
+            for _rep in range(2):                    # twice: scans count against the budget
+                cnt = idx.counts(codes)                  # an upper bound: entries of rows gone count
+                assert all(n >= live.count(c) for n, c in zip(cnt.tolist(), probes))
+                pidx, s = idx.find(codes)
+                got = sorted(zip(pidx.tolist(), idx.gather(s)[0].tolist(), s.tolist()))
+                assert [(p, k) for p, k, _ in got] == sorted((p, c) for p, c in enumerate(probes)
+                                                             for k in live if k == c)
+                assert len(set(zip(pidx.tolist(), s.tolist()))) == len(s)
+    finally:
+        sorted_run_index.SMALL, sorted_run_index.SCAN_WORK = saved
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([0, -2**63, 2**63 - 1, 5, 7]), min_size=1, max_size=4),
+       st.lists(st.sampled_from([0, -2**63, 2**63 - 1, 5, 7, 6, 1]), min_size=17, max_size=60))
+def test_a_run_of_few_entries_probed_by_many_codes(table, probes):
+    """``_Run._few`` (a run of at most ``TINY`` entries probed by many codes: one comparison per distinct
+    entry) gives the first position and count a binary search gives."""
+    table = np.sort(np.array(table, dtype=np.int64))
+    codes = np.array(probes, dtype=np.int64)
+    first, cnt = sorted_run_index._Run(table, np.arange(len(table)), 0).locate(codes)
+    left, right = np.searchsorted(table, codes, "left"), np.searchsorted(table, codes, "right")
+    assert cnt.tolist() == (right - left).tolist()
+    assert first[cnt > 0].tolist() == left[cnt > 0].tolist()
