@@ -89,7 +89,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.pack_bits: list[int] | None = None          # their bit fields when packed (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
-        self._memo: dict[int, tuple[Batch, np.ndarray]] = {}   # id(batch) -> its codes, within one release
+        # (side, id(batch)) -> its codes, within one release; by side too, since a self-join's two sides read
+        # the same batches with different key columns
+        self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.init_join_kind()
 
     # ---------------------------------------------------------------- windows fused into the join
@@ -364,11 +366,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def _codes(self, side: int, batch: Batch) -> np.ndarray:
         """An int64 per row, equal for equal join keys across both sides (computed once per batch and
         release: ``_pairs_bound`` and ``process`` both need them)."""
-        got = self._memo.get(id(batch))
+        got = self._memo.get((side, id(batch)))
         if got is not None and got[0] is batch:
             return got[1]
         codes = self._codes_of(side, batch)
-        self._memo[id(batch)] = (batch, codes)
+        self._memo[side, id(batch)] = (batch, codes)
         return codes
 
     def _codes_of(self, side: int, batch: Batch) -> np.ndarray:
