@@ -291,3 +291,37 @@ def test_a_run_of_few_entries_probed_by_many_codes(table, probes):
     left, right = np.searchsorted(table, codes, "left"), np.searchsorted(table, codes, "right")
     assert cnt.tolist() == (right - left).tolist()
     assert first[cnt > 0].tolist() == left[cnt > 0].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=2, max_size=5),
+       st.lists(st.lists(st.integers(-2, 200), min_size=1, max_size=12), min_size=1, max_size=3))
+def test_runs_outside_the_probes_range_are_skipped_and_nothing_is_missed(gaps, probe_batches):
+    """Keys that grow with time (NEXMark's ids) leave the older runs' codes below the newest probes: ``find``
+    skips a run whose codes all lie outside the probes' range. Probes at each run's first and last code, just
+    outside them and in the gaps between runs find exactly the rows a count by hand finds."""
+    saved = sorted_run_index.SMALL
+    sorted_run_index.SMALL = 0                  # every batch goes into runs of its own (no single re-sort)
+    try:
+        idx = SortedRunIndexSynopsis()
+        held: list[int] = []
+        base = 0
+        edges: list[int] = []
+        for i, gap in enumerate(gaps):
+            n = 3 ** (len(gaps) - 1 - i)                    # each run over twice the next: none merged
+            base += gap
+            keys = [base + (i % 4) for i in range(n)]       # a run of codes base .. base + 3
+            base = max(keys) + 1
+            edges += [keys[0] - 1, keys[0], max(keys), max(keys) + 1]
+            held += keys
+            k = np.array(keys, dtype=np.int64)
+            idx.insert(np.arange(n, dtype=np.int64), np.ones(n, np.int8), [k], k)
+            idx.find(np.arange(20, dtype=np.int64))         # more than SCAN_CODES probes: sorted into a run
+        assert len(idx.runs) > 1
+        for probes in probe_batches + [edges, edges[:2], edges[-2:]]:
+            codes = np.array(probes, dtype=np.int64)
+            pidx, seq = idx.find(codes)
+            got = sorted(zip(pidx.tolist(), idx.gather(seq)[0].tolist()))
+            assert got == sorted((p, c) for p, c in enumerate(probes) for k in held if k == c)
+    finally:
+        sorted_run_index.SMALL = saved
