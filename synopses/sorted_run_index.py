@@ -265,8 +265,13 @@ class SortedRunIndexSynopsis(Synopsis):
             lo = self.log.head
         newest = self._lazy(codes, lo)          # first: it may sort those rows into a run
         found = []
+        # a run whose codes all lie outside the probes' range finds nothing (ids that grow with time: the
+        # newest rows' keys miss the older runs, NEXMark q3)
+        span = (int(codes.min()), int(codes.max())) if len(self.runs) > 1 else None
         for run in self.runs:
             if not len(run):
+                continue
+            if span is not None and (span[1] < int(run.codes[0]) or span[0] > int(run.codes[-1])):
                 continue
             pidx, tidx = expand(*run.locate(codes))
             if len(pidx):
@@ -297,6 +302,19 @@ class SortedRunIndexSynopsis(Synopsis):
             if len(r):
                 cnt += r.locate(codes)[1]
         return cnt
+
+    def most_per_key(self) -> int:
+        """An upper bound on what ``counts`` gives any one probe code, found without probing: each run's most
+        frequent code's entries, plus the rows not indexed yet (in the signed form: every row held). A join
+        whose released rows times this stays within its pair budget need not count their matches."""
+        if self.table is not None:
+            return len(self.table)
+        if self.log is None:
+            return 0
+        n = sum(r.most() for r in self.runs)
+        if self.unindexed is not None:
+            n += max(0, self.log.tail - max(self.unindexed, self.log.head))
+        return n
 
     def _lazy(self, codes: np.ndarray, lo: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """The rows not indexed yet (appended since ``unindexed``) that match a probe, as [(probe index,
@@ -541,12 +559,54 @@ class _Run:
     begins, so that a probe costs one binary search (or one lookup when the codes span a small range). No
     sequence number in it is below ``low``, so a probe for rows from ``low`` on need not filter."""
 
-    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts")
+    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts", "_most")
 
     def __init__(self, codes: np.ndarray, seqs: np.ndarray, low: int) -> None:
         self.codes, self.seqs, self.low = codes, seqs, low
         self._keys: np.ndarray | None = None
         self._starts: np.ndarray | None = None
+        self._most: int | None = None
+
+    def most(self) -> int:
+        """How many entries the most frequent code has (0 for an empty run): every probe code finds at most
+        that many here. Read off the probe structure ``locate`` builds anyway (once: the run never changes),
+        so a join can bound a release's pairs without probing (``JoinOp._bounded``)."""
+        if self._most is None:
+            table = self.codes
+            if not len(table):
+                self._most = 0
+            elif len(table) <= TINY:
+                self._most = int(np.unique(table, return_counts=True)[1].max())
+            elif self._small_span():
+                self._most = int(np.diff(self._span_starts()).max())
+            else:
+                self._most = int(np.diff(self._key_bounds()[1]).max())
+        return self._most
+
+    def _small_span(self) -> bool:
+        """Whether the codes span a range small enough for a lookup table of where each code begins."""
+        table = self.codes
+        return int(table[-1]) - int(table[0]) + 1 <= 4 * len(table) + 256
+
+    def _span_starts(self) -> np.ndarray:
+        """Where each code of the span begins (built once), then an empty bucket that every probe outside the
+        span looks up (its offset from the smallest code, read unsigned, is at least the span; see
+        ``locate``)."""
+        if self._starts is None:
+            table = self.codes
+            span = int(table[-1]) - int(table[0]) + 1
+            counts = np.bincount(table - int(table[0]), minlength=span + 1)
+            self._starts = np.concatenate([[0], counts.cumsum()])
+        return self._starts
+
+    def _key_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct codes and where each begins, then the end (built once)."""
+        if self._keys is None:
+            table = self.codes
+            first = np.flatnonzero(table[1:] != table[:-1]) + 1
+            self._keys = table[np.concatenate([[0], first])]
+            self._bounds = np.concatenate([[0], first, [len(table)]]).astype(np.int64)
+        return self._keys, self._bounds
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -558,23 +618,13 @@ class _Run:
         table = self.codes
         if len(table) <= TINY and len(codes) > 4 * TINY:
             return self._few(codes)
-        lo_code = int(table[0])
-        span = int(table[-1]) - lo_code + 1
-        if span <= 4 * len(table) + 256:
-            if self._starts is None:
-                # one bucket per code of the span, then an empty one that every probe outside it looks up
-                # (its offset from ``lo_code``, read unsigned, is at least ``span``; see ``locate``)
-                counts = np.bincount(table - lo_code, minlength=span + 1)
-                self._starts = np.concatenate([[0], counts.cumsum()])
-            starts = self._starts
-            rel = np.minimum((codes - lo_code).view(np.uint64), span)
+        if self._small_span():
+            starts = self._span_starts()
+            span = len(starts) - 2
+            rel = np.minimum((codes - int(table[0])).view(np.uint64), span)
             first = starts[rel]
             return first, starts[rel + 1] - first
-        if self._keys is None:           # distinct codes and where each begins, built on first need
-            first = np.flatnonzero(table[1:] != table[:-1]) + 1
-            self._keys = table[np.concatenate([[0], first])]
-            self._bounds = np.concatenate([[0], first, [len(table)]]).astype(np.int64)
-        keys, bounds = self._keys, self._bounds
+        keys, bounds = self._key_bounds()
         i = np.minimum(search(keys, codes), len(keys) - 1)
         lo = bounds[i]
         return lo, np.where(keys[i] == codes, bounds[i + 1] - lo, 0)

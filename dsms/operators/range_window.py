@@ -30,8 +30,16 @@ NEVER = 2**62 + 1
 PASS_ROWS = 1 << 16     # a release of this many rows in time order goes out as its batches, not merged into one
 
 
+def _unsaturated(ts: np.ndarray, size) -> bool:
+    """Whether ``ts + size`` stays below NEVER for every element (one size for all): then it is the end as it
+    is, with no overflow (``ts`` >= -2**62, ``size`` >= 1) and nothing to saturate."""
+    return type(size) is int and len(ts) > 0 and int(ts.max()) + size < NEVER
+
+
 def _end(ts: np.ndarray, size) -> np.ndarray:
     """min(ts + size, NEVER), without int64 overflow, for |ts| <= 2**62 and 1 <= size <= 2**63 - 1."""
+    if _unsaturated(ts, size):
+        return ts + size
     pos = np.maximum(ts, 1)                                   # where ts > 0: NEVER - ts cannot overflow
     return np.where(ts > 0, pos + np.minimum(size, NEVER - pos),
                     np.minimum(np.minimum(ts, 0) + size, NEVER))   # where ts <= 0: ts + size cannot overflow
@@ -104,6 +112,12 @@ class RangeWindowOp(Operator):
             keep = slice(None)
             ins = Batch(ins_t, batch.sign, batch.cols)
             dele = Batch(del_t, -batch.sign, batch.cols)
+        elif type(size) is int and size % self.slide == 0 and _unsaturated(ts, size):
+            # a tumbling or hopping window (its range a multiple of its slide): the first window end at or
+            # after ts + size is the one at or after ts, plus size, and every element enters (size >= 1)
+            ins_t = _ceil_to(ts, self.slide)
+            ins = Batch(ins_t, batch.sign, batch.cols)
+            dele = Batch(ins_t + size, -batch.sign, batch.cols)
         else:
             ins_t = _ceil_to(ts, self.slide)
             del_t = _end_to(_end(ts, size), self.slide)

@@ -145,3 +145,40 @@ def test_a_self_join_on_different_columns_of_each_side(rows, per_push):
     want = Counter((x[0], x[1], y[0], y[1], y[2]) for x in rows for y in rows
                    if x[0] == y[1] and x[2] == y[2] and x[1] != y[0])
     assert got == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(QUERIES), st.lists(action, min_size=1, max_size=30), st.integers(1, 6), st.booleans())
+def test_the_pair_bound_without_probes_never_changes_a_cut(query, actions, budget, small):
+    """A release is applied whole without counting its matches when its rows times the most rows any key has
+    held (``most_per_key``) stay within ``PAIR_BUDGET``; that bound is never below what counting finds for
+    any key (checked before every release, over every key the workload uses), so the releases are cut where
+    they were and the results are the same as with the bound off (small budgets, so that releases are cut;
+    with ``small`` every release leaves its rows to be indexed by runs or scans, ``SMALL`` 0)."""
+    import dsms.operators.join as join_module
+    import synopses.sorted_run_index as sri
+    saved = join_module.PAIR_BUDGET, sri.SMALL, SortedRunIndexSynopsis.most_per_key, JoinOp._bounded
+    every_key = np.arange(3, dtype=np.int64)         # a takes 0-2; a join without keys codes every row 0
+    cuts: list = []
+
+    def bounded(self, parts):
+        for index in self.sides:
+            most = index.most_per_key()
+            assert int(index.counts(every_key).max()) <= most
+        out = saved[3](self, parts)
+        cuts.append((self.more, sorted(out)))
+        return out
+
+    join_module.PAIR_BUDGET = budget
+    if small:
+        sri.SMALL = 0
+    JoinOp._bounded = bounded
+    try:
+        with_bound, cuts_with = run(query, actions, None, True), list(cuts)
+        cuts.clear()
+        SortedRunIndexSynopsis.most_per_key = lambda self: 1 << 40
+        without, cuts_without = run(query, actions, None, True), list(cuts)
+    finally:
+        join_module.PAIR_BUDGET, sri.SMALL, SortedRunIndexSynopsis.most_per_key, JoinOp._bounded = saved
+    assert with_bound == without
+    assert cuts_with == cuts_without

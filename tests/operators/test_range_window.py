@@ -9,9 +9,13 @@ from collections import Counter
 import numpy as np
 import pytest
 from harness import Harness
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dsms.batch import Batch
 from dsms.operators import range_window
 from dsms.operators.range_window import RangeWindowOp
+from dsms.queues import Queue
 
 TYPES = ["STRING"]
 
@@ -85,7 +89,7 @@ def definition(elements: list[tuple[int, int]], range_: int, slide: int, until: 
 
 
 @pytest.mark.parametrize("pass_rows", [range_window.PASS_ROWS, 1], ids=["merged", "batches-passed-on"])
-@pytest.mark.parametrize("range_,slide", [(1, None), (4, None), (7, 3), (6, 6), (3, 8), (25, 4)])
+@pytest.mark.parametrize("range_,slide", [(1, None), (4, None), (7, 3), (6, 6), (3, 8), (25, 4), (8, 4), (9, 3)])
 def test_the_output_is_the_definition_instant_by_instant(range_, slide, pass_rows, monkeypatch):
     """Also with every release in time order passed on as its batches (``PASS_ROWS`` = 1; by default only
     releases of 65,536 rows or more, a tumbling window's turnover, skip the copy into one batch)."""
@@ -112,3 +116,44 @@ def test_the_output_is_the_definition_instant_by_instant(range_, slide, pass_row
     for ts, sign, (v,) in got:
         net[(ts, v)] += sign
     assert {k: v for k, v in net.items() if v} == dict(definition(elements, range_, slide or 1, until))
+
+
+NEVER = range_window.NEVER
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-2**62, 2**62), st.integers(-40, 40), st.integers(2**62 - 60, 2**62)),
+                min_size=1, max_size=12),
+       st.one_of(st.integers(1, 40), st.integers(2**62 - 50, 2**62 + 50), st.integers(2**63 - 50, 2**63 - 1)),
+       st.one_of(st.none(), st.integers(1, 12), st.just(2**61)), st.integers(1, 4))
+def test_each_elements_entry_and_exit_are_the_definitions_near_the_ends_of_time(ts, size, slide, mult):
+    """The instants at which a batch's elements enter the window and leave it (the window's pending inserts
+    and deletes), by the definition in Python integers: enter at the first multiple of S at or after ts, leave
+    at the first at or after ts + T, or never (NEVER) once ts + T reaches it; with T a multiple of S too (the
+    tumbling and hopping windows' shortcut, ``RangeWindowOp.on_batch``), timestamps at the ends of the range
+    the API takes (|ts| <= 2**62) and sizes up to 2**63 - 1."""
+    s = slide or 1
+    if mult > 1 and size * mult < 2**63:
+        size = size * mult                      # with the sizes and slides above, often a multiple of S
+    if slide and mult == 4 and s * mult < 2**63:
+        size = s * mult
+    ts = sorted(ts)
+    op = RangeWindowOp(size, slide, Queue(), Queue())
+    op.on_frontier = lambda f: None             # nothing released: every entry and exit stays pending
+    op.on_batch(0, Batch(np.array(ts, dtype=np.int64), np.ones(len(ts), np.int8),
+                         [np.arange(len(ts), dtype=np.int64)]))
+
+    def ceil(x):
+        return -((-x) // s) * s
+
+    held = [(int(t), int(r)) for b in op.pending_ins for t, r in zip(b.ts.tolist(), b.cols[0].tolist())]
+    gone = [(int(t), int(r)) for b in op.pending_del for t, r in zip(b.ts.tolist(), b.cols[0].tolist())]
+    want_in, want_out = [], []
+    for r, t in enumerate(ts):
+        end = t + size
+        out = NEVER if end >= NEVER else ceil(end)
+        if ceil(t) < out:
+            want_in.append((ceil(t), r))
+            want_out.append((out, r))
+    assert sorted(held) == sorted(want_in)
+    assert sorted(gone) == sorted(want_out)

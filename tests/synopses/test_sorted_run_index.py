@@ -83,6 +83,8 @@ def _holds_the_multiset(batches):
         assert +found == want
         assert all(c >= sum(n for (key, _), n in expect.items() if key == k)
                    for c, k in zip(cnt.tolist(), probes.tolist()))
+        every = np.array([0, 1, 2, 3, 4, 10**9], dtype=np.int64)     # every key the workload uses
+        assert idx.most_per_key() >= int(idx.counts(every).max())
         if bi % 3 == 2 or bi == len(batches) - 1:         # else the delta goes on growing over batches
             assert live_multiset(idx) == +expect
             if idx.table is not None:
@@ -198,6 +200,24 @@ def test_run_probes_built_once_find_what_a_binary_search_finds(offsets, base, pr
 
 
 @settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 12), st.sampled_from(EXTREME)), max_size=40), st.booleans())
+def test_a_runs_most_frequent_code_is_counted_exactly(table, probed_first):
+    """``_Run.most`` (how many entries the most frequent code has: the join's pair bound without probing,
+    ``JoinOp._bounded``) is the largest multiplicity in the table, on every path (few entries, a small span
+    of codes, binary search; codes at the ends of int64), whether a probe built the structures first or not."""
+    table = np.sort(np.array(table, dtype=np.int64))
+    run = sorted_run_index._Run(table, np.arange(len(table)), 0)
+    if probed_first and len(table):
+        run.locate(table[:1])
+    assert run.most() == max(Counter(table.tolist()).values(), default=0)
+    if not len(table):
+        return                                           # an empty run is never probed
+    first, cnt = run.locate(table)                       # the probe structures still answer exactly
+    left, right = np.searchsorted(table, table, "left"), np.searchsorted(table, table, "right")
+    assert cnt.tolist() == (right - left).tolist()
+
+
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(0, 6), max_size=30), st.lists(st.integers(0, 6), max_size=30), st.integers(0, 70))
 def test_two_runs_merge_as_the_sorted_concatenation(old_codes, new_codes, head):
     """Two runs merge by binary search (``_Merge``) into exactly the run a stable sort of their concatenation
@@ -246,7 +266,9 @@ def test_rows_not_indexed_yet_are_found_by_scan_or_sort(batches, probe_batches, 
             seq += len(b)
             codes = np.array(probes, dtype=np.int64)
             for _rep in range(2):                    # twice: scans count against the budget
+                most = idx.most_per_key()                # before ``counts``, which may sort rows into a run
                 cnt = idx.counts(codes)                  # an upper bound: entries of rows gone count
+                assert most >= int(idx.counts(np.arange(13, dtype=np.int64)).max())
                 assert all(n >= live.count(c) for n, c in zip(cnt.tolist(), probes))
                 pidx, s = idx.find(codes)
                 got = sorted(zip(pidx.tolist(), idx.gather(s)[0].tolist(), s.tolist()))
@@ -269,3 +291,37 @@ def test_a_run_of_few_entries_probed_by_many_codes(table, probes):
     left, right = np.searchsorted(table, codes, "left"), np.searchsorted(table, codes, "right")
     assert cnt.tolist() == (right - left).tolist()
     assert first[cnt > 0].tolist() == left[cnt > 0].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=2, max_size=5),
+       st.lists(st.lists(st.integers(-2, 200), min_size=1, max_size=12), min_size=1, max_size=3))
+def test_runs_outside_the_probes_range_are_skipped_and_nothing_is_missed(gaps, probe_batches):
+    """Keys that grow with time (NEXMark's ids) leave the older runs' codes below the newest probes: ``find``
+    skips a run whose codes all lie outside the probes' range. Probes at each run's first and last code, just
+    outside them and in the gaps between runs find exactly the rows a count by hand finds."""
+    saved = sorted_run_index.SMALL
+    sorted_run_index.SMALL = 0                  # every batch goes into runs of its own (no single re-sort)
+    try:
+        idx = SortedRunIndexSynopsis()
+        held: list[int] = []
+        base = 0
+        edges: list[int] = []
+        for i, gap in enumerate(gaps):
+            n = 3 ** (len(gaps) - 1 - i)                    # each run over twice the next: none merged
+            base += gap
+            keys = [base + (i % 4) for i in range(n)]       # a run of codes base .. base + 3
+            base = max(keys) + 1
+            edges += [keys[0] - 1, keys[0], max(keys), max(keys) + 1]
+            held += keys
+            k = np.array(keys, dtype=np.int64)
+            idx.insert(np.arange(n, dtype=np.int64), np.ones(n, np.int8), [k], k)
+            idx.find(np.arange(20, dtype=np.int64))         # more than SCAN_CODES probes: sorted into a run
+        assert len(idx.runs) > 1
+        for probes in probe_batches + [edges, edges[:2], edges[-2:]]:
+            codes = np.array(probes, dtype=np.int64)
+            pidx, seq = idx.find(codes)
+            got = sorted(zip(pidx.tolist(), idx.gather(seq)[0].tolist()))
+            assert got == sorted((p, c) for p, c in enumerate(probes) for k in held if k == c)
+    finally:
+        sorted_run_index.SMALL = saved
