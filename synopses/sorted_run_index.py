@@ -18,8 +18,7 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
   indexes its inserts while its victims stay in place, so that the release's probes find every row it saw,
   and ``adopt`` drops the victims.
 - **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
-  updated at random), a table sorted by key code with a sign per row (and a delta of recent rows, folded in
-  once it passes an eighth of it): a stored delete joins with the opposite
+  updated at random), a table sorted by key code with a sign per row: a stored delete joins with the opposite
   sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
   row's signs netted), after which the index goes back to the first form.
 
@@ -42,7 +41,6 @@ OLD = np.iinfo(np.int64).min        # entered before the release at hand
 LIVE = np.iinfo(np.int64).max       # has not left (as far as the released input tells)
 SMALL = 2048                        # rows held up to which one index run is rebuilt by a sort per release
 TINY = 4                            # entries up to which a run is probed by one comparison per entry
-DELTA_MIN = 1024                    # rows a signed table's delta holds at least before it is folded in
 SCAN_CODES = 8                      # probe codes up to which rows not indexed yet are scanned, not sorted
 SCAN_WORK = 16                      # ... while the scans so far stay within this many passes over them
 
@@ -151,7 +149,7 @@ class SortedRunIndexSynopsis(Synopsis):
 
     def __len__(self) -> int:
         if self.table is not None:
-            return len(self.table)
+            return len(self.table.codes)
         return len(self.log) if self.log is not None else 0
 
     def rows(self) -> int:
@@ -160,7 +158,7 @@ class SortedRunIndexSynopsis(Synopsis):
     def nbytes(self) -> int:
         if self.table is not None:
             t = self.table
-            return t.nbytes()
+            return rows_bytes(t.seq, t.sign, t.cols) + t.codes.nbytes
         if self.log is None:
             return 0
         return self.log.nbytes() + sum(r.codes.nbytes + r.seqs.nbytes for r in self.runs)
@@ -292,7 +290,7 @@ class SortedRunIndexSynopsis(Synopsis):
         """Per probe code, how many rows the index holds with that key (in the first-in-first-out form, entries
         of rows that left and are not tidied away yet count too: an upper bound)."""
         if self.table is not None:
-            return self.table.counts(codes)
+            return self.table.locate(codes)[1]
         cnt = np.zeros(len(codes), dtype=np.int64)
         if self.log is None:
             return cnt
@@ -308,7 +306,7 @@ class SortedRunIndexSynopsis(Synopsis):
         frequent code's entries, plus the rows not indexed yet (in the signed form: every row held). A join
         whose released rows times this stays within its pair budget need not count their matches."""
         if self.table is not None:
-            return len(self.table)
+            return len(self.table.codes)
         if self.log is None:
             return 0
         n = sum(r.most() for r in self.runs)
@@ -396,8 +394,8 @@ class SortedRunIndexSynopsis(Synopsis):
             pidx, seq = self.find(codes)
             return pidx, (self.gather(seq) if self.log is not None else []), None
         t = self.table
-        pidx, cols, sign = t.lookup(codes)
-        return pidx, cols, (sign if t.negatives else None)
+        pidx, tidx = expand(*t.locate(codes))
+        return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
         """Apply signed rows (inserts and deletes, in time order) with their key codes: matched first in, first
@@ -416,7 +414,7 @@ class SortedRunIndexSynopsis(Synopsis):
         n_del = int((sign < 0).sum())
         if n_del:
             t.negatives += n_del
-            if t.negatives > 64 and t.negatives * 4 > len(t):
+            if t.negatives > 64 and t.negatives * 4 > len(t.codes):
                 t.compact()      # after which the index can go back to the first-in-first-out form
 
     def _unsign(self) -> bool:
@@ -438,93 +436,34 @@ class SortedRunIndexSynopsis(Synopsis):
 
 
 class _Signed:
-    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number.
-
-    Kept as two sorted tables, like a two-level LSM tree: the main one, and a delta of the rows merged in since
-    it was last folded into the main one (when it passes an eighth of it, ``DELTA_MIN`` rows at least). A batch
-    is merged into the delta only, and probes search both, so a relation of many keys updated a few at a time
-    (a MAX per auction, NEXMark q9) costs a batch work in proportion to the delta, not a merge of the whole
-    table and a rebuild of its probe tables every time. ``codes``, ``sign``, ``seq`` and ``cols`` read the
-    table whole (folding the delta in first)."""
+    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number."""
 
     def __init__(self, codes: np.ndarray, sign: np.ndarray, seq: np.ndarray, cols: list[np.ndarray],
                  known: bool) -> None:
-        self._main = (codes, sign, seq, cols)
-        self._delta: tuple | None = None
+        self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
         self.known = known           # whether the columns' types are known (a row was seen)
         self.negatives = 0
-        self._probe: _Run | None = None      # the main codes as a run, for its probe tables (built on need)
+        self._probe: _Run | None = None      # ``codes`` as a run, for its probe tables (rebuilt when they change)
 
-    def __len__(self) -> int:
-        return len(self._main[0]) + (len(self._delta[0]) if self._delta is not None else 0)
-
-    def _fold(self) -> tuple:
-        if self._delta is not None:
-            self._main, self._delta, self._probe = _merged(self._main, self._delta), None, None
-        return self._main
-
-    codes = property(lambda self: self._fold()[0])
-    sign = property(lambda self: self._fold()[1])
-    seq = property(lambda self: self._fold()[2])
-
-    @property
-    def cols(self) -> list[np.ndarray]:
-        return self._fold()[3]
-
-    @cols.setter
-    def cols(self, cols: list[np.ndarray]) -> None:
-        c, s, q, _ = self._fold()
-        self._main = (c, s, q, cols)
-
-    def nbytes(self) -> int:
-        return sum(rows_bytes(q, s, cols) + c.nbytes for c, s, q, cols in filter(None, (self._main, self._delta)))
-
-    def _parts(self):
-        """(codes, sign, cols, probe positions function) of the main table and of the delta."""
-        main = self._main
-        if len(main[0]):
-            if self._probe is None:
-                self._probe = _Run(main[0], main[2], 0)
-            yield main, self._probe.locate
-        if self._delta is not None:
-            d = self._delta
-            yield d, lambda codes: locate(d[0], codes)
-
-    def counts(self, codes: np.ndarray) -> np.ndarray:
-        """Per probe code, how many rows (stored deletes included) the table holds with that key."""
-        cnt = np.zeros(len(codes), dtype=np.int64)
-        if len(codes):
-            for _, loc in self._parts():
-                cnt += loc(codes)[1]
-        return cnt
-
-    def lookup(self, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-        """(probe index, the rows' columns, their signs) of every row with a key equal to a probe's."""
-        found = []
-        if len(codes):
-            for (_, sign, _, cols), loc in self._parts():
-                pidx, tidx = expand(*loc(codes))
-                if len(pidx):
-                    found.append((pidx, [c[tidx] for c in cols], sign[tidx]))
-        if not found:
-            cols = self._main[3]
-            return _EMPTY, [c[:0] for c in cols], np.empty(0, np.int8)
-        if len(found) == 1:
-            return found[0]
-        return (np.concatenate([f[0] for f in found]), [np.concatenate(c) for c in zip(*[f[1] for f in found])],
-                np.concatenate([f[2] for f in found]))
+    def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each probe code, the first position of an equal code in the table and how many there are."""
+        if not len(self.codes) or not len(codes):
+            return locate(self.codes, codes)
+        if self._probe is None or self._probe.codes is not self.codes:
+            self._probe = _Run(self.codes, self.seq, 0)
+        return self._probe.locate(codes)
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
-        """Merge rows into key order (after the equal keys already there): into the delta, which is folded into
-        the main table once it passes an eighth of it."""
+        """Merge rows into key order (after the equal keys already there)."""
         order = stable_argsort(codes)
-        new = (codes[order], sign[order], seq[order], [c[order] for c in cols])
-        if not len(self._main[0]):
-            self._main, self._probe = new, None
+        sign, codes, seq = sign[order], codes[order], seq[order]
+        cols = [c[order] for c in cols]
+        if not len(self.codes):
+            self.sign, self.cols, self.codes, self.seq = sign, cols, codes, seq
             return
-        self._delta = new if self._delta is None else _merged(self._delta, new)
-        if len(self._delta[0]) > max(DELTA_MIN, len(self._main[0]) // 8):
-            self._fold()
+        m = _Merge(self.codes, codes)
+        self.sign, self.codes, self.seq = m(self.sign, sign), m(self.codes, codes), m(self.seq, seq)
+        self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
 
     def compact(self) -> None:
         """Net each distinct row's inserts and deletes, keeping as many copies as its count: its newest
@@ -543,15 +482,9 @@ class _Signed:
         after = np.repeat(cpos[starts + lengths - 1], lengths) - cpos      # inserts after each, in its row
         idx = order[pos & (after < np.repeat(net, lengths))]
         idx = idx[stable_argsort(self.codes[idx])]
-        codes, seq, cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
-        self._main, self._probe = (codes, np.ones(len(idx), dtype=np.int8), seq, cols), None
+        self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
+        self.sign = np.ones(len(idx), dtype=np.int8)
         self.negatives = 0
-
-
-def _merged(old: tuple, new: tuple) -> tuple:
-    """Two sorted tables (codes, sign, seq, cols) as one, ``new``'s rows after ``old``'s equal keys."""
-    m = _Merge(old[0], new[0])
-    return (m(old[0], new[0]), m(old[1], new[1]), m(old[2], new[2]), [m(a, b) for a, b in zip(old[3], new[3])])
 
 
 class _Run:

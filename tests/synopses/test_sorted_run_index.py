@@ -6,7 +6,6 @@ import sys
 from collections import Counter
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,23 +36,12 @@ def live_multiset(idx: SortedRunIndexSynopsis) -> Counter:
     return Counter(zip(k.tolist(), v.tolist()))
 
 
-@pytest.mark.parametrize("delta_min", [0, sorted_run_index.DELTA_MIN])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(step, min_size=1, max_size=15), min_size=1, max_size=8))
-def test_index_holds_the_multiset_and_probes_exactly(delta_min, batches):
-    """The index's rows and probes against a list of live rows; the signed form's delta (``_Signed``) folded
-    in after every batch past an eighth of the table (``delta_min`` 0) or kept for many batches."""
-    saved, sorted_run_index.DELTA_MIN = sorted_run_index.DELTA_MIN, delta_min
-    try:
-        _holds_the_multiset(batches)
-    finally:
-        sorted_run_index.DELTA_MIN = saved
-
-
-def _holds_the_multiset(batches):
+def test_index_holds_the_multiset_and_probes_exactly(batches):
     idx = SortedRunIndexSynopsis()
     live: list[tuple[int, float]] = []          # live rows, oldest first
-    for bi, batch in enumerate(batches):
+    for batch in batches:
         sign, rows = [], []
         for op, a, b in batch:
             if op == "ins":
@@ -71,9 +59,10 @@ def _holds_the_multiset(batches):
         ts = np.arange(len(rows), dtype=np.int64)
         idx.insert(ts, np.array(sign, dtype=np.int8), [keys, np.array([r[1] for r in rows])], keys)
         expect = Counter((k, v + 0.0) for k, v in live)
-        # probes first: reading the signed table whole (below) folds its delta in
+        assert live_multiset(idx) == +expect
+        if idx.table is not None:
+            assert np.all(np.diff(idx.table.codes) >= 0), "table out of key order"
         probes = np.array([0, 3, 9, 2, 2, 10**9], dtype=np.int64)
-        cnt = idx.counts(probes)
         pidx, cols, sign = idx.lookup(probes)
         found: Counter = Counter()
         for p, i in zip(pidx.tolist(), range(len(pidx))):
@@ -81,14 +70,11 @@ def _holds_the_multiset(batches):
         want = Counter((int(k), key, v) for k in probes.tolist() for (key, v), n in expect.items() if key == k
                        for _ in range(n))
         assert +found == want
+        cnt = idx.counts(probes)
         assert all(c >= sum(n for (key, _), n in expect.items() if key == k)
                    for c, k in zip(cnt.tolist(), probes.tolist()))
         every = np.array([0, 1, 2, 3, 4, 10**9], dtype=np.int64)     # every key the workload uses
         assert idx.most_per_key() >= int(idx.counts(every).max())
-        if bi % 3 == 2 or bi == len(batches) - 1:         # else the delta goes on growing over batches
-            assert live_multiset(idx) == +expect
-            if idx.table is not None:
-                assert np.all(np.diff(idx.table.codes) >= 0), "table out of key order"
 
 
 @settings(max_examples=40, deadline=None)
