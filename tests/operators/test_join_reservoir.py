@@ -37,6 +37,17 @@ def _rows(rng: random.Random, n: int, keys: int) -> list[dict]:
     return [{"a": rng.randrange(keys), "b": rng.randrange(1000)} for _ in range(n)]
 
 
+def _feed(eng, rng: random.Random, until: int, value) -> dict[str, list]:
+    """100 rows of 5 keys into S and into T per 100 instants up to ``until``; per stream (ts, value(row))."""
+    hist: dict[str, list] = {"S": [], "T": []}
+    for i in range(0, until, 100):
+        for s in ("S", "T"):
+            rows = _rows(rng, 100, 5)
+            eng.push(s, rows, ts=list(range(i, i + 100)))
+            hist[s] += [(t, value(r)) for t, r in zip(range(i, i + 100), rows)]
+    return hist
+
+
 def _held(join, side: int) -> Counter:
     """The rows a side holds now, read from its index (live rows, stored deletes subtracted)."""
     index = join.sides[side]
@@ -318,13 +329,7 @@ def test_unknown_kind_through_switch_kind_is_refused():
 def test_exact_kind_is_unchanged():
     """Left at exact, the join reports no approximation and its results are not scaled."""
     eng, q, join = _engine(f"SELECT COUNT(*) AS c FROM S [RANGE {RANGE}] X, T [RANGE {RANGE}] Y WHERE X.a = Y.a")
-    rng = random.Random(0)
-    hist = {"S": [], "T": []}
-    for i in range(0, 600, 100):
-        for s in ("S", "T"):
-            rows = _rows(rng, 100, 5)
-            eng.push(s, rows, ts=list(range(i, i + 100)))
-            hist[s] += [(t, r["a"]) for t, r in zip(range(i, i + 100), rows)]
+    hist = _feed(eng, random.Random(0), 600, lambda r: r["a"])
     eng.run()
     last = [e for e in q.drain() if e.sign > 0][-1]
     left, right = _window(hist["S"], last.ts), _window(hist["T"], last.ts)
@@ -357,13 +362,7 @@ def test_count_and_sum_are_scaled_and_avg_is_not():
     eng, q, join = _engine(f"SELECT COUNT(*) AS c, SUM(X.b) AS s, AVG(X.b) AS m FROM S [RANGE {RANGE}] X, "
                            f"T [RANGE {RANGE}] Y WHERE X.a = Y.a", seed=4, k=50)
     join.switch_kind("reservoir")
-    rng = random.Random(4)
-    hist = {"S": [], "T": []}
-    for i in range(0, 900, 100):
-        for s in ("S", "T"):
-            rows = _rows(rng, 100, 5)
-            eng.push(s, rows, ts=list(range(i, i + 100)))
-            hist[s] += [(t, (r["a"], r["b"])) for t, r in zip(range(i, i + 100), rows)]
+    hist = _feed(eng, random.Random(4), 900, lambda r: (r["a"], r["b"]))
     eng.run()
     last = [e for e in q.drain() if e.sign > 0][-1]
     held = _pairs(_held(join, 0), _held(join, 1))

@@ -81,7 +81,7 @@ def test_register_and_knob_write_during_a_big_backlog_do_not_freeze_the_server(t
         poller = threading.Thread(target=poll)
         poller.start()
         try:
-            time.sleep(0.3)
+            wait_for(lambda: len(lat) >= 4, 30, "a few polls answered before the changes are sent")
             reg, reg_out = _in_thread(lambda: srv.post("/queries", timeout=120, json_body={
                 "cql": "REGISTER QUERY light2 AS SELECT ISTREAM(k) FROM L"}))
             knob, knob_out = _in_thread(lambda: srv.request("PATCH", f"/entities/{ops[0]}",
