@@ -145,3 +145,22 @@ def test_timestamp_checks_of_an_int64_array_agree_with_a_list(values, frontier):
             return ("refused", e.index)
 
     assert verdict(np.array(values, dtype=np.int64)) == verdict(list(values))
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"ab"])
+def test_a_string_list_is_checked_value_by_value_and_an_object_array_is_taken_on_trust(bad):
+    """The documented split (docs/contract-engine-api.md, "Columnar input"): a list for a STRING column is
+    refused at its bad value; a numpy object array is not scanned, and a short one holding a non-str still
+    goes through whole (its byte count must not raise after the stream's frontier has moved)."""
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT, s STRING)")
+    q = eng.execute("SELECT a FROM S")
+    with pytest.raises(InputError, match="element 1: column 's': expected STRING") as e:
+        eng.push("S", {"a": [1, 2], "s": ["x", bad]}, [1, 2])
+    assert e.value.index == 1
+    assert eng.frontier("S") is None                       # refused whole: nothing moved
+    trusted = np.array(["x", bad, "y"], dtype=object)
+    assert eng.push("S", {"a": np.arange(3, dtype=np.int64), "s": trusted}, [1, 2, 3]) == 3
+    eng.heartbeat(10)
+    eng.run()
+    assert [e.row["a"] for e in q.drain()] == [0, 1, 2]
