@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
+import numpy.ma  # noqa: F401  numpy 2.x's np.unique imports it on first call (~7-19 ms); pay that at import time
 
 
 class Element(NamedTuple):
