@@ -147,7 +147,10 @@ class RowLog:
             self.segs.append(_Segment(seq0, n, list(cols) if idx is None else [c[idx] for c in cols], False))
         else:
             self._append_open(cols, idx, n, seq0)
-        self.dtypes = [np.result_type(d, c.dtype) if d != c.dtype else d for d, c in zip(self.dtypes, cols)]
+        dtypes = self.dtypes
+        for j, c in enumerate(cols):
+            if c.dtype != dtypes[j]:
+                dtypes[j] = np.result_type(dtypes[j], c.dtype)
 
     def _append_codes(self, codes: np.ndarray, n: int) -> None:
         if self.end + n > len(self.codes) and 2 * (len(self) + n) <= len(self.codes):
@@ -168,7 +171,10 @@ class RowLog:
     def _append_open(self, cols: list[np.ndarray], idx: np.ndarray | None, n: int, seq0: int) -> None:
         """Copy the rows into the open segment (the last one, if the log owns it), growing or compacting it."""
         s = self.segs[-1] if self.segs and self.segs[-1].owned else None
-        if s is not None:
+        if s is not None and (not s.cols or s.n + n <= len(s.cols[0])) and all(
+                a.dtype == c.dtype for a, c in zip(s.cols, cols)):
+            pass                                        # room, and the same types: the usual case
+        elif s is not None:
             same = all(a.dtype == c.dtype or np.result_type(a.dtype, c.dtype) == a.dtype
                        for a, c in zip(s.cols, cols))
             lo = max(self.head - s.seq0, 0)            # its first live row
