@@ -182,7 +182,13 @@ class ConcatBatch(Batch):
     """The rows of several batches as one whose columns are concatenated only when first read (``cols``), or
     one at a time (``column``): a join applying a window's deletes in order reads their timestamps and key
     alone, and copying every column of a window's turnover (NEXMark q7: 92,000 bids) only to drop it cost
-    more than the rest of the join."""
+    more than the rest of the join.
+
+    >>> a = Batch(np.array([1, 2]), np.ones(2, dtype=np.int8), [np.array([5, 6]), np.array(["x", "y"])])
+    >>> b = ConcatBatch([a, a])
+    >>> b.column(0).tolist(), len(b._some), b.cols[1].tolist()
+    ([5, 6, 5, 6], 1, ['x', 'y', 'x', 'y'])
+    """
 
     __slots__ = ("_parts", "_some")
 

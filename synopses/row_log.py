@@ -42,7 +42,18 @@ class _Segment:
 
 
 class RowLog:
-    """Rows in arrival order, numbered consecutively from ``head`` to ``tail``, with their key codes."""
+    """Rows in arrival order, numbered consecutively from ``head`` to ``tail``, with their key codes.
+
+    >>> big = np.arange(ADOPT_ROWS)
+    >>> log = RowLog([big])
+    >>> log.append(big % 7, [big])                  # adopted: the log holds ``big`` itself
+    >>> log.append(np.array([1, 2]), [np.array([-1, -2])])
+    >>> log.segs[0].cols[0] is big, log.take(np.array([ADOPT_ROWS + 1, 3])), log.tail - log.head
+    (True, [array([-2,  3])], 4098)
+    >>> log.drop(ADOPT_ROWS)                        # the adopted segment goes whole
+    >>> len(log.segs), log.live_cols()
+    (1, [array([-1, -2])])
+    """
 
     def __init__(self, like: list[np.ndarray]) -> None:
         self.codes = _EMPTY
