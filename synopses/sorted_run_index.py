@@ -6,7 +6,7 @@ run, not hash lookups; the name says so.
 A delete names a row by its values only. Most join inputs are windows over streams, whose deletes retract rows
 in the order they were inserted (first in, first out; digest-002a section 2.15). The index has two forms:
 
-- **First in, first out** (``_Log`` and ``_Run``): the rows in arrival order in a log with spare capacity, so
+- **First in, first out** (``RowLog``, ``synopses/row_log.py``, and ``_Run``): the rows in arrival order in a log, so
   that appending a batch and dropping the oldest rows move only those rows; and a few index runs, each holding
   (key code, sequence number) pairs sorted by code. A batch adds a run, when a probe first needs one: until
   then its rows are scanned by probes of a few codes, within about what sorting them would cost (``_lazy``; a
@@ -32,7 +32,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from control_tables import Knob, Stat
-from synopses.base import Synopsis, array_bytes, rows_bytes
+from synopses.base import Synopsis, rows_bytes
+from synopses.row_log import RowLog
 from synopses.rowcodes import row_codes, segments
 from synopses.sort_order import search, search_both, stable_argsort
 
@@ -83,7 +84,7 @@ class Staged(NamedTuple):
     def touched(self) -> int:
         return self.victims + self.e1 - self.e0
 
-    def touched_codes(self, log: _Log) -> np.ndarray:
+    def touched_codes(self, log: RowLog) -> np.ndarray:
         """The key codes of the touched rows."""
         if not self.victims or self.s0 + self.victims == self.e0:
             return log.seq_codes(self.e0 if not self.victims else self.s0, self.e1)
@@ -95,18 +96,23 @@ class Staged(NamedTuple):
             return p + (self.s0 if self.victims else self.e0)
         return p + np.where(p < self.victims, self.s0, self.e0 - self.victims)
 
-    def entered(self) -> np.ndarray:
-        """Per touched row, the instant it entered (``OLD``: before the release)."""
+    def entered(self, p: np.ndarray) -> np.ndarray:
+        """For the touched rows numbered ``p``, the instant each entered (``OLD``: before the release); built
+        for those rows only (a window's turnover touches every row, its MAX of one row pairs with few)."""
         if not self.victims:
-            return self.ins_ts
-        return np.concatenate([np.full(self.victims, OLD), self.ins_ts])
+            return self.ins_ts[p]
+        k = p - self.victims
+        if not len(self.ins_ts):
+            return np.full(len(p), OLD, dtype=np.int64)
+        return np.where(k >= 0, self.ins_ts[np.maximum(k, 0)], OLD)
 
-    def left(self) -> np.ndarray:
-        """Per touched row, the instant it left (``LIVE``: it did not)."""
-        n = self.touched()
-        if self.n_del == n:
-            return self.del_ts
-        return np.concatenate([self.del_ts, np.full(n - self.n_del, LIVE)])
+    def left(self, p: np.ndarray) -> np.ndarray:
+        """For the touched rows numbered ``p``, the instant each left (``LIVE``: it did not)."""
+        if self.n_del == self.touched():
+            return self.del_ts[p]
+        if not self.n_del:
+            return np.full(len(p), LIVE, dtype=np.int64)
+        return np.where(p < self.n_del, self.del_ts[np.minimum(p, self.n_del - 1)], LIVE)
 
     def entered_of(self, seq: np.ndarray) -> np.ndarray | int:
         """The instants the rows with these sequence numbers (``s0`` or later) entered."""
@@ -140,7 +146,7 @@ class SortedRunIndexSynopsis(Synopsis):
 
     def __init__(self) -> None:
         self.on_kind = None                   # set by the join: applies a ``kind`` write (raises to refuse)
-        self.log: _Log | None = None          # first-in-first-out form (None until a row is seen)
+        self.log: RowLog | None = None        # first-in-first-out form (None until a row is seen)
         self.runs: list[_Run] = []
         self.table: _Signed | None = None     # signed form, when deletes did not match first in, first out
         self.next_seq = 0                     # signed form: the sequence number of the next row
@@ -195,8 +201,9 @@ class SortedRunIndexSynopsis(Synopsis):
             return None
         victims = min(n_del, n_old)
         dead = n_del - victims
+        old = log.live_cols(victims) if log is not None else [c[:0] for c in cols]
         for j, c_new in enumerate(cols):
-            c_log = log.cols[j][log.start:log.start + victims] if log is not None else c_new[:0]
+            c_log = old[j]
             gone = np.concatenate([c_log, c_new[ins[:dead]]]) if dead else c_log
             if not _same(gone, c_new[dels]):
                 return None
@@ -230,7 +237,7 @@ class SortedRunIndexSynopsis(Synopsis):
         if self.log is None:
             if not n_ins:
                 return Staged(0, 0, 0, 0, 0, rel.ins_ts, rel.del_ts)
-            self.log = _Log(rel.cols)
+            self.log = RowLog(rel.cols)
         log = self.log
         s0, e0 = log.head, log.tail
         if n_ins:
@@ -271,9 +278,8 @@ class SortedRunIndexSynopsis(Synopsis):
                 continue
             if span is not None and (span[1] < int(run.codes[0]) or span[0] > int(run.codes[-1])):
                 continue
-            pidx, tidx = expand(*run.locate(codes))
+            pidx, seq = run.matches(codes)
             if len(pidx):
-                seq = run.seqs[tidx]
                 if run.low < lo:
                     keep = seq >= lo
                     if not keep.all():
@@ -297,9 +303,20 @@ class SortedRunIndexSynopsis(Synopsis):
         for pidx, _ in self._lazy(codes, self.log.head):
             cnt += np.bincount(pidx, minlength=len(codes))
         for r in self.runs:
-            if len(r):
+            if len(r) > TINY:
                 cnt += r.locate(codes)[1]
+            elif len(r):
+                for c in r.codes.tolist():          # a few entries: a comparison each, no probe tables
+                    cnt += codes == c
         return cnt
+
+    def total_matches(self, codes: np.ndarray) -> int:
+        """``counts(codes).sum()``: against a few rows held (a MAX of one row), one count of equal codes per
+        row, with no per-probe counts built."""
+        if self.table is None and self.log is not None and self.unindexed is None and len(self.log) <= TINY:
+            held = self.log.live_codes()
+            return sum(int(np.count_nonzero(codes == c)) for c in held.tolist())
+        return int(self.counts(codes).sum())
 
     def most_per_key(self) -> int:
         """An upper bound on what ``counts`` gives any one probe code, found without probing: each run's most
@@ -375,7 +392,7 @@ class SortedRunIndexSynopsis(Synopsis):
         if self.table is None:
             log = self.log
             if log is None or not len(log):
-                cols = [c[:0] for c in log.cols] if log is not None else []
+                cols = log.empty_cols() if log is not None else []
                 self.table = _Signed(_EMPTY, np.empty(0, np.int8), _EMPTY, cols, log is not None)
             else:
                 seq = np.arange(log.head, log.tail, dtype=np.int64)
@@ -426,7 +443,7 @@ class SortedRunIndexSynopsis(Synopsis):
         self.table, self.log, self.runs, self.unindexed = None, None, [], None
         if t.known:
             order = stable_argsort(t.seq)
-            self.log = _Log(t.cols)
+            self.log = RowLog(t.cols)
             codes = t.codes[order]
             self.log.append(codes, [c[order] for c in t.cols])
             if len(codes):
@@ -562,6 +579,26 @@ class _Run:
         lo = bounds[i]
         return lo, np.where(keys[i] == codes, bounds[i + 1] - lo, 0)
 
+    def matches(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(probe index, sequence number) of every entry equal to a probe, ordered by probe and then as the
+        entries are. Against a run of a few entries (a MAX of one row probed by a window's turnover, NEXMark
+        q7) one comparison of the probes per entry finds them, with no per-probe first and count arrays to
+        build and expand."""
+        if len(self.codes) > TINY or len(codes) <= 4 * TINY:
+            pidx, tidx = expand(*self.locate(codes))
+            return pidx, self.seqs[tidx]
+        hits = [(np.flatnonzero(codes == c), q) for c, q in zip(self.codes.tolist(), self.seqs.tolist())]
+        hits = [(h, q) for h, q in hits if len(h)]
+        if not hits:
+            return _EMPTY, _EMPTY
+        if len(hits) == 1:
+            h, q = hits[0]
+            return h, np.full(len(h), q, dtype=np.int64)
+        pidx = np.concatenate([h for h, _ in hits])
+        seq = np.concatenate([np.full(len(h), q, dtype=np.int64) for h, q in hits])
+        order = stable_argsort(pidx)
+        return pidx[order], seq[order]
+
     def _few(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``locate`` against a run of a few entries (a MAX of one row probed by a window's turnover): one
         comparison of the probes per distinct code, no binary search and no gathers."""
@@ -604,103 +641,6 @@ class _Run:
         codes, seqs = codes[live], seqs[live]
         order = stable_argsort(codes)
         return _Run(codes[order], seqs[order], max(head, min(r.low for r in runs)))
-
-
-class _Log:
-    """Rows in arrival order, numbered consecutively: row ``seq`` sits at position ``seq - base``. Appending and
-    dropping the oldest rows move only those rows; the buffers grow by doubling (amortised O(1) a row)."""
-
-    def __init__(self, like: list[np.ndarray]) -> None:
-        self.codes = _EMPTY
-        self.cols = [np.empty(0, dtype=c.dtype) for c in like]
-        self.start = self.end = 0
-        self.base = 0
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-    @property
-    def head(self) -> int:
-        """Sequence number of the oldest live row."""
-        return self.base + self.start
-
-    @property
-    def tail(self) -> int:
-        """Sequence number the next row appended gets."""
-        return self.base + self.end
-
-    def nbytes(self) -> int:
-        """The buffers whole (spare capacity included), plus the objects the live rows point to."""
-        total = self.codes.nbytes + sum(c.nbytes for c in self.cols)
-        return total + sum(array_bytes(c) - c.nbytes for c in self.live_cols() if c.dtype.kind == "O")
-
-    def live_codes(self, n: int | None = None) -> np.ndarray:
-        return self.codes[self.start:self.end if n is None else self.start + n]
-
-    def seq_codes(self, a: int, b: int) -> np.ndarray:
-        """The codes of the rows numbered ``a`` to ``b`` (a view)."""
-        return self.codes[a - self.base:b - self.base]
-
-    def live_cols(self, n: int | None = None) -> list[np.ndarray]:
-        stop = self.end if n is None else self.start + n
-        return [c[self.start:stop] for c in self.cols]
-
-    def take(self, seq: np.ndarray) -> list[np.ndarray]:
-        pos = seq - self.base
-        return [c[pos] for c in self.cols]
-
-    def drop(self, n: int) -> None:
-        for c in self.cols:
-            if c.dtype.kind == "O":
-                c[self.start:self.start + n] = None      # let the dropped rows' objects go
-        self.start += n
-
-    def _to_front(self) -> None:
-        """Move the live rows to the start of the buffers, which are at most half full with them: a window
-        that drops as many rows as it appends reuses the memory it has (already paged in) instead of
-        allocating buffers again (a fresh buffer costs a page fault per 4 KB on first write)."""
-        start, end = self.start, self.end
-        live = end - start
-        self.codes[:live] = self.codes[start:end]
-        for b in self.cols:
-            b[:live] = b[start:end]
-            if b.dtype.kind == "O":
-                b[max(live, start):end] = None           # let go of the moved rows' old references
-        self.base += start
-        self.start, self.end = 0, live
-
-    def append(self, codes: np.ndarray, cols: list[np.ndarray], idx: np.ndarray | None = None) -> None:
-        """Append the rows at ``idx`` of ``codes`` and ``cols`` (every row when None)."""
-        n = len(codes) if idx is None else len(idx)
-        dtypes = [np.result_type(b.dtype, c.dtype) if b.dtype != c.dtype else b.dtype
-                  for b, c in zip(self.cols, cols)]
-        same = all(d == b.dtype for d, b in zip(dtypes, self.cols))
-        if self.end + n > len(self.codes) and same and 2 * (len(self) + n) <= len(self.codes):
-            self._to_front()
-        if self.end + n > len(self.codes) or not same:
-            live = len(self)
-            cap = max(64, 2 * (live + n))
-            fresh = np.empty(cap, dtype=np.int64)
-            fresh[:live] = self.codes[self.start:self.end]
-            self.codes = fresh
-            moved = []
-            for b, d in zip(self.cols, dtypes):
-                col = np.empty(cap, dtype=d)
-                col[:live] = b[self.start:self.end]
-                moved.append(col)
-            self.cols = moved
-            self.base += self.start
-            self.start, self.end = 0, live
-        end = self.end
-        if idx is None:
-            self.codes[end:end + n] = codes
-            for b, c in zip(self.cols, cols):
-                b[end:end + n] = c
-        else:
-            self.codes[end:end + n] = codes[idx]
-            for b, c in zip(self.cols, cols):
-                b[end:end + n] = c[idx]
-        self.end += n
 
 
 def locate(table: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

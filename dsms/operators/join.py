@@ -52,7 +52,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from dsms.batch import Batch, Heartbeat, concat, take_until
+from dsms.batch import Batch, ConcatBatch, Heartbeat, concat, take_until
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
@@ -228,7 +228,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     w.on_frontier(w.frontier())
                     if self.keep_stats:
                         w.fused_ns += perf_counter_ns() - t0
-                dels, ins = _joined(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
+                dels, ins = _deletes(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
                 if dels is not None or ins is not None:
                     part = (dels, ins)
             if self.gates[side] is not None:              # sampled: what reaches the index is the sample's
@@ -352,7 +352,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         for side, _, b in comps:
             c = self._codes(side, b)
             codes[side].append(c)
-            total += int(self._matches(1 - side, c).sum())
+            total += self.sides[1 - side].total_matches(c)
             if total > PAIR_BUDGET:
                 return total
         if codes[0] and codes[1]:
@@ -381,7 +381,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         n = len(batch)
         if not keys:
             return np.zeros(n, dtype=np.int64)
-        cols = [batch.cols[k] for k in keys]
+        cols = [batch.column(k) for k in keys]
         if len(cols) == 1 and cols[0].dtype.kind in "iu":
             return cols[0].astype(np.int64, copy=False)
         if all(c.dtype.kind in "iu" for c in cols):
@@ -476,8 +476,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
             p, seq = R.find(sl.touched_codes(L.log), sr.s0)
             if len(p):
                 seq_l, seq_r = sl.touched_seq(p), seq
-                start = np.maximum(sl.entered()[p], sr.entered_of(seq))
-                end = np.minimum(sl.left()[p], sr.left_of(seq))
+                start = np.maximum(sl.entered(p), sr.entered_of(seq))
+                end = np.minimum(sl.left(p), sr.left_of(seq))
         if sr.touched() and sl.e0 > sl.s0 + sl.victims:           # left rows held and not touched
             q, seq = L.find(sr.touched_codes(R.log), sl.s0 + sl.victims)
             if len(q):
@@ -486,7 +486,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     q, seq = q[keep], seq[keep]
                 if len(q):
                     q_seq = sr.touched_seq(q)
-                    q_start, q_end = sr.entered()[q], sr.left()[q]
+                    q_start, q_end = sr.entered(q), sr.left(q)
                     if seq_l is None:
                         seq_l, seq_r, start, end = seq, q_seq, q_start, q_end
                     else:
@@ -557,3 +557,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
 def _joined(parts: list[Batch]) -> Batch | None:
     """The batches as one, or None when there are none."""
     return concat(parts) if parts else None
+
+
+def _deletes(parts: list[Batch]) -> Batch | None:
+    """A fused window's released deletes as one batch whose columns are joined only if read: deletes applied
+    in order need their timestamps and key codes alone (``match_ordered``)."""
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else ConcatBatch(parts)

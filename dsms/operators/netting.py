@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dsms.batch import Batch, concat, from_rows
+from dsms.batch import Batch, concat, from_rows, take_until
 from dsms.operators.base import Operator
 from synopses.base import deep_bytes
 from synopses.rowcodes import row_codes, row_hashes, segments
@@ -80,18 +80,18 @@ class NettingOperator(Operator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if i == 0:
-            self.buffer.append(batch)
+            if len(batch):
+                self.buffer.append(batch)
         else:
             self.tick_times.extend(np.unique(batch.ts).tolist())
 
     def on_frontier(self, f: int) -> None:
-        """Release every instant below the frontier."""
+        """Release every instant below the frontier. Only the released batches are touched (the pending ones
+        stay as they came), so a frontier costs in proportion to the instants it makes final."""
         ready = None
-        if self.buffer:
-            b = concat(self.buffer) if len(self.buffer) > 1 else self.buffer[0]
-            cut = int(np.searchsorted(b.ts, f, side="left"))
-            self.buffer = [b.slice(cut, len(b))] if cut < len(b) else []
-            ready = b.slice(0, cut) if cut else None
+        if self.buffer and self.buffer[0].ts[0] < f:
+            done = take_until(self.buffer, f - 1)
+            ready = concat(done) if done else None
         ticks = []
         if self.tick_times:
             ticks = sorted(set(t for t in self.tick_times if t < f))

@@ -71,3 +71,31 @@ def test_vectorised_netting_equals_per_row(kind, batches):
     if kind == "changelog":       # deletes before inserts within each instant
         for a, b in zip(fast, fast[1:]):
             assert not (a[0] == b[0] and a[1] > b[1]), (a, b)
+
+
+def test_a_frontier_that_releases_nothing_leaves_the_pending_rows_alone():
+    """A heartbeat below every pending instant must cost nothing in the rows held: the buffered batches are
+    kept as they came (not concatenated and cut again per frontier), and a frontier that passes some
+    instants releases exactly those, in order, with the rest still pending."""
+    inp, out = Queue(), Queue()
+    op = ToStreamOp("ISTREAM", [inp], out, DTYPES)
+    reader = out.reader()
+    cols = lambda keys: [np.array(keys), np.zeros(len(keys)), np.array(["a"] * len(keys), dtype=object)]  # noqa: E731
+    inp.put(Batch(np.array([10, 10, 20]), np.array([1, 1, 1], dtype=np.int8), cols([0, 1, 2])))
+    op.run()                                    # the batch's last timestamp is a frontier of 20: 10 is final
+    pending = op.buffer[0]
+    assert pending.ts.tolist() == [20]
+    for h in range(11, 20):
+        inp.put(Heartbeat(h))
+        op.run()
+        assert op.buffer == [pending] and op.buffer[0] is pending
+    second = Batch(np.array([30, 30]), np.array([1, -1], dtype=np.int8), cols([3, 4]))
+    inp.put(second)
+    op.run()
+    assert op.buffer == [second] and op.buffer[0] is second
+    inp.put(Heartbeat(31))
+    op.run()
+    got = [item for item in iter(reader.get, None) if isinstance(item, Batch)]
+    assert [(t, k) for b in got for t, k in zip(b.ts.tolist(), b.cols[0].tolist())] == [
+        (10, 0), (10, 1), (20, 2), (30, 3)]
+    assert op.buffer == []
