@@ -134,6 +134,24 @@ def test_after_the_shared_join_each_next_item_has_a_key_to_what_is_joined():
     compare(reference([], text, acts), elements(q))
 
 
+def test_a_shared_prefix_of_three_items_is_read_whole():
+    """The other query joins S, T and U: the chain starts with S ⋈ T, extends with U (also shared), then R."""
+    eng = engine()
+    three = ("SELECT x.a, y.d, z.b FROM S [RANGE 20] x, T [RANGE 20] y, U [RANGE 30] z "
+             "WHERE x.a = y.a AND z.b = x.b")
+    four = ("SELECT r.e, u.b, s.c, t.d FROM R r, U [RANGE 30] u, S [RANGE 20] s, T [RANGE 20] t "
+            "WHERE r.a = u.a AND u.b = s.b AND s.a = t.a")
+    a = eng.execute(three)
+    q = eng.execute(four)
+    assert len(joins(eng)) == 3, eng.explain(q.id)                # 5 without sharing
+    assert [op.owners for op in joins(eng)].count({a.id, q.id}) == 2
+    assert "$" not in eng.explain(q.id)                            # labels name the widened join's columns
+    acts = actions(6)
+    finish(eng, acts)
+    compare(reference([], three, acts), elements(a))
+    compare(reference([], four, acts), elements(q))
+
+
 def test_explain_of_a_query_shows_the_order_it_would_get():
     eng = engine()
     written = eng.execute("EXPLAIN " + TRIPLE)["explain"]
