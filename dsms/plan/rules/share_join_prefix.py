@@ -62,6 +62,8 @@ def _restore(old, chain, where: dict):
 
 
 def _walk(node, index: dict):
+    """``node`` with the chains below it reordered; a reordered chain's columns are put back in the order its
+    reader expects by the reader itself when it is a projection or an aggregate, by a projection otherwise."""
     changes = {}
     for f in fields(node):
         if f.name in ("child", "left", "right"):
