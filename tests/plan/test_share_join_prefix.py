@@ -93,6 +93,19 @@ def test_a_three_way_join_starts_with_the_join_another_query_has():
     compare(reference([], TRIPLE, acts), elements(triple))
 
 
+def test_a_join_written_the_other_way_round_is_shared():
+    eng = engine()
+    pair = eng.execute(PAIR)
+    text = "SELECT y2.d, x2.c FROM T [RANGE 20] y2, S [RANGE 20] x2 WHERE y2.a = x2.a AND x2.b > y2.d"
+    mirrored = eng.execute(text)
+    assert len(joins(eng)) == 1, eng.explain(mirrored.id)
+    assert joins(eng)[0].owners == {pair.id, mirrored.id}
+    acts = actions(7)
+    finish(eng, acts)
+    compare(reference([], PAIR, acts), elements(pair))
+    compare(reference([], text, acts), elements(mirrored))
+
+
 def test_without_a_shared_join_the_from_order_stays():
     eng = engine()
     q = eng.execute(TRIPLE)

@@ -95,9 +95,9 @@ def _below_filters(node):
 
 
 def _is_chain(node) -> bool:
-    """Whether ``node`` (through filters) is a join whose left input is a join: three items or more."""
-    node = _below_filters(node)
-    return isinstance(node, L.Join) and isinstance(_below_filters(node.left), L.Join)
+    """Whether ``node`` (through filters) is a join: two items (which may be the other way round from a join
+    that exists: ``T, S`` beside ``S, T``) or more."""
+    return isinstance(_below_filters(node), L.Join)
 
 
 def _flatten(top) -> tuple[list, list]:
