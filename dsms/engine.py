@@ -33,6 +33,7 @@ from dsms.plan.explain import explain_text, explain_xml, plan_entities
 from dsms.plan.physical import PhysicalPlanner
 from dsms.plan.rules import optimize
 from dsms.plan.rules.reduce_for_approximation import reduce_for_approximation
+from dsms.plan.rules.share_join_prefix import share_join_prefix
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
@@ -399,7 +400,7 @@ class Engine:
         node = bound.node
         if approximate:                  # static approximation (R-APX-02): smaller windows, lower samples
             node = reduce_for_approximation(node, approximate.get("WINDOW", 1.0), approximate.get("SAMPLE", 1.0))
-        node = optimize(node)
+        node = optimize(share_join_prefix(node, self.planner.shareable_joins()))
         root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
         query = self._install(root, bound.kind, list(zip(bound.names, bound.types)), name, text or "",
                               set(binder.depends), view, publish)

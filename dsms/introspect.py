@@ -16,6 +16,7 @@ from dsms.plan import logical as L
 from dsms.plan.binder import Binder
 from dsms.plan.labels import explain_logical
 from dsms.plan.rules import optimize
+from dsms.plan.rules.share_join_prefix import share_join_prefix
 
 SHOW_HEADERS: dict[str, list[str]] = {
     "STREAMS": ["name", "columns", "time", "source", "used_by"],
@@ -98,7 +99,7 @@ def explain(engine, stmt: ast.Explain) -> dict[str, Any]:
         return {"explain": engine.explain(q.id, "text"), "id": q.id, "kind": q.kind,
                 "schema": [{"name": n, "type": t} for n, t in q.schema]}
     bound = Binder(engine.catalog, {}).bind_statement_query(stmt.query)
-    node = optimize(bound.node)
+    node = optimize(share_join_prefix(bound.node, engine.planner.shareable_joins()))
     root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
     columns = list(zip(bound.names, bound.types))
     return {"explain": explain_logical(root, bound.kind, columns), "kind": bound.kind,

@@ -86,6 +86,13 @@ class PhysicalPlanner:
         queue, op = make(node, query_id)
         return self._record(node, queue, op, query_id)
 
+    def shareable_joins(self) -> list:
+        """The joins a query registered now would share (built since the last input arrived, nothing written,
+        no knob written), each as ``unnarrow`` gives it: what ``share_join_prefix`` orders join chains by."""
+        return [unnarrow(n)[0] for n, b in self.memo.items()
+                if isinstance(n, L.Join) and isinstance(b.op, JoinOp) and b.via is None
+                and b.epoch == self.engine.input_epoch and b.queue.tuples_in == b.written and not self._tuned(n)]
+
     def _own(self, node, built: Built, query_id: str) -> None:
         """Record ``query_id`` as a user of ``built`` and of everything it reads (a window fused into a join
         the query shares stays fused: the query reads the join, not the window)."""

@@ -138,21 +138,25 @@ def narrow(origin, columns) -> tuple:
 def unnarrow(node) -> tuple:
     """(``node`` without the projections that projection pushdown put into it, which columns of that
     ``node`` outputs): through windows, filters, joins, semi-joins and pushed projections; any other node is
-    its own origin. Two builds with one origin compute the same thing, each keeping some columns of it."""
+    its own origin. Two builds with one origin compute the same thing, each keeping some columns of it. The
+    origin's column names are its inputs' (EXPLAIN labels of a widened build read them)."""
     if isinstance(node, L.Project) and node.pushed:
         origin, kept = unnarrow(node.child)
         return origin, tuple(kept[int(e.name[1:])] for e in node.exprs)
     if isinstance(node, L.Window):
         origin, kept = unnarrow(node.child)
-        return replace(node, child=origin, partition=tuple(kept[p] for p in node.partition)), kept
+        return replace(node, child=origin, partition=tuple(kept[p] for p in node.partition),
+                       names=origin.names), kept
     if isinstance(node, L.Filter):
         origin, kept = unnarrow(node.child)
-        return replace(node, child=origin, predicate=_remap(node.predicate, dict(enumerate(kept)))), kept
+        return replace(node, child=origin, predicate=_remap(node.predicate, dict(enumerate(kept))),
+                       names=origin.names), kept
     if isinstance(node, L.Join | L.SemiJoin):
         (left, lk), (right, rk) = unnarrow(node.left), unnarrow(node.right)
         both = lk + tuple(len(left.types) + k for k in rk)
         origin = replace(node, left=left, right=right, left_keys=tuple(lk[k] for k in node.left_keys),
                          right_keys=tuple(rk[k] for k in node.right_keys),
-                         predicate=None if node.predicate is None else _remap(node.predicate, dict(enumerate(both))))
+                         predicate=None if node.predicate is None else _remap(node.predicate, dict(enumerate(both))),
+                         names=left.names + right.names if isinstance(node, L.Join) else left.names)
         return origin, both if isinstance(node, L.Join) else lk
     return node, tuple(range(len(node.types)))
