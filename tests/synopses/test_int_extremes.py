@@ -1,7 +1,8 @@
 """``IntExtremes`` against a model (a Counter per group): the extreme after and before every (group, instant)
 segment, over batches of inserts and deletes that include deletes of rows inserted in the same instant, groups
 that empty and refill (in one instant too: a tumbling window's turnover, which drops the group's log instead
-of netting it), and groups large enough for the netted-log recomputation (and its widening partition)."""
+of netting it; or a row replaced, the new row inserted before the old ones are deleted, sometimes with a value
+they share), and groups large enough for the netted-log recomputation (and its widening partition)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def workloads(draw):
             for _ in range(draw(st.integers(1, 3))):
                 bag = model.setdefault(g, Counter())
                 ops = []
+                if draw(st.integers(0, 3)) == 0:              # a row replaced, the new one arriving first:
+                    prior = list((+bag).elements())             # insert, then delete all held before (q9)
+                    for _ in range(draw(st.integers(1, 2))):
+                        v = draw(st.sampled_from(prior)) if prior and draw(st.booleans()) else draw(values)
+                        bag[v] += 1
+                        ops.append((v, 1))
+                    for v in prior:
+                        bag[v] -= 1
+                        ops.append((v, -1))
+                    segs.append((g, ops))
+                    continue
                 if draw(st.integers(0, 3)) == 0:              # a tumbling window's turnover: empty, refill
                     for v, c in list((+bag).items()):
                         ops.extend([(v, -1)] * c)
