@@ -235,7 +235,9 @@ class IntExtremes:
             r = np.where(out, 0, r)
             off = gi * width
             sr = (np.maximum.accumulate(off + r) - off)[ends]
-            best = (lo - 1 + sr) if self.want_max else (hi + 1 - sr)
+            # (sr - 1) first: lo - 1 or hi + 1 may lie outside int64 (a value at its end)
+            with np.errstate(over="ignore"):
+                best = ((sr - 1) + lo) if self.want_max else (hi - (sr - 1))
             return sr, np.where(sr > 0, best, base)
         uniq, inv = np.unique(np.where(out, vk[0], v), return_inverse=True)
         u = len(uniq)
