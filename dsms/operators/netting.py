@@ -315,6 +315,7 @@ class ChangelogOp(NettingOperator):
         self.live: Batch | None = None          # the live copies, ts = the instant each entered (views only)
         self.log: list[Batch] = []              # output batches not yet folded into ``live``
         self.log_rows = 0
+        self.log_deletes = False                # whether a batch in ``log`` deletes
 
     def _held_rows(self) -> int:
         return super()._held_rows() + self.log_rows + (len(self.live) if self.live is not None else 0)
@@ -327,6 +328,7 @@ class ChangelogOp(NettingOperator):
         if self.keep_state and len(batch):
             self.log.append(batch)
             self.log_rows += len(batch)
+            self.log_deletes = self.log_deletes or bool((batch.sign < 0).any())
             if self.log_rows > 2 * (len(self.live) if self.live is not None else 0) + FOLD_MIN:
                 self._fold()
         super().emit(batch)
@@ -334,8 +336,11 @@ class ChangelogOp(NettingOperator):
     def _fold(self) -> None:
         if self.log:
             parts = ([self.live] if self.live is not None else []) + self.log
-            self.live = fold_changelog(concat(parts), self.dtypes)
-            self.log, self.log_rows = [], 0
+            if self.log_deletes:
+                self.live = fold_changelog(concat(parts), self.dtypes)
+            else:               # inserts only (a view over an unbounded join): every copy stays, as it came
+                self.live = concat(parts)
+            self.log, self.log_rows, self.log_deletes = [], 0, False
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
