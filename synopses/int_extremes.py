@@ -76,14 +76,15 @@ class IntExtremes:
 
     def nbytes(self) -> int:
         return (self.ext.nbytes + self.lg.nbytes + self.lv.nbytes + self.lc.nbytes
-                + sum(3 * g.nbytes for g, _, _ in self.tail))
+                + sum((2 if c is None else 3) * g.nbytes for g, _, c in self.tail))
 
     def _join_tail(self) -> None:
         """The appended batches joined onto the log arrays (one copy of the log per read, not per batch)."""
         if self.tail:
             self.lg = np.concatenate([self.lg] + [g for g, _, _ in self.tail])
             self.lv = np.concatenate([self.lv] + [v for _, v, _ in self.tail])
-            self.lc = np.concatenate([self.lc] + [c for _, _, c in self.tail])
+            self.lc = np.concatenate([self.lc] + [np.ones(len(g), dtype=I64) if c is None else c
+                                                  for g, _, c in self.tail])
             self.tail, self.tail_rows = [], 0
 
     def _best(self, a: np.ndarray) -> int:
@@ -107,6 +108,8 @@ class IntExtremes:
         first = np.ones(nseg, dtype=bool)
         first[1:] = seg_g[1:] != seg_g[:-1]
         base = self.ext[seg_g]
+        if not is_del.any():               # inserts only (a stream, an unbounded join): one running extreme
+            return self._inserts(v, g_s, gi, ends, seg_gi, seg_g, first, had, base)
         # segments whose deletes empty their group: the group starts afresh there (an epoch), its extremes
         # from then on those of the later inserts alone; rows cut by such a reset leave the running extreme
         reset = cut = None
@@ -165,6 +168,22 @@ class IntExtremes:
             self._append(g_s[keep], v[keep], sign[keep])
         return new, old
 
+    def _inserts(self, v, g_s, gi, ends, seg_gi, seg_g, first, had, base):
+        """``step`` for a batch without deletes: every segment has an insert, so each segment's extreme is
+        the running extreme of its group's inserts so far, with the stored one where the group had rows."""
+        _, ins_best = self._running_best(v, None, gi, ends, base)
+        gh = had[first][seg_gi]                              # the group had rows before the batch
+        new = np.where(gh, np.maximum(base, ins_best) if self.want_max else np.minimum(base, ins_best), ins_best)
+        prev = np.empty_like(new)
+        prev[0] = 0
+        prev[1:] = new[:-1]
+        old = np.where(first, np.where(had, base, 0), prev)
+        last = np.ones(len(ends), dtype=bool)
+        last[:-1] = first[1:]
+        self.ext[seg_g[last]] = new[last]
+        self._append(g_s, v, None)
+        return new, old
+
     def _resets(self, v, sign, is_del, ends, new_cnt):
         """The segments whose deletes leave their group empty, and the rows they cut (per row). A segment
         resets its group when
@@ -217,22 +236,30 @@ class IntExtremes:
         """Per segment, the best insert of its group in the batch up to the segment's end (``sr`` > 0 where
         there is one; rows marked ``out`` do not count) and that value: one running maximum over the values
         offset per group when the groups' value spans fit an int64 side by side, else over value ranks."""
-        keep = ~out
-        if not keep.any():
-            return np.zeros(len(ends), dtype=I64), base
-        if not gi[-1]:                     # one group: a running extreme of the values themselves
-            big = np.iinfo(I64).min if self.want_max else np.iinfo(I64).max
-            acc = np.maximum if self.want_max else np.minimum
-            run = acc.accumulate(np.where(out, big, v))
-            sr = (ends >= int(keep.argmax())).astype(I64)
-            return sr, np.where(sr > 0, run[ends], base)
-        vk = v[keep]
+        if out is None:                    # every row counts (``_inserts``)
+            if not gi[-1]:
+                acc = np.maximum if self.want_max else np.minimum
+                return np.ones(len(ends), dtype=I64), acc.accumulate(v)[ends]
+            out = np.zeros(len(v), dtype=bool)
+            vk = v
+        else:
+            keep = ~out
+            if not keep.any():
+                return np.zeros(len(ends), dtype=I64), base
+            if not gi[-1]:                 # one group: a running extreme of the values themselves
+                big = np.iinfo(I64).min if self.want_max else np.iinfo(I64).max
+                acc = np.maximum if self.want_max else np.minimum
+                run = acc.accumulate(np.where(out, big, v))
+                sr = (ends >= int(keep.argmax())).astype(I64)
+                return sr, np.where(sr > 0, run[ends], base)
+            vk = v[keep]
         lo, hi = int(vk.min()), int(vk.max())
         width = hi - lo + 2                               # 0: no insert yet; 1 .. hi - lo + 1: a value
         groups = int(gi[-1]) + 1
         if width < (1 << 62) // groups:
             r = (v - lo + 1) if self.want_max else (hi - v + 1)
-            r = np.where(out, 0, r)
+            if out is not None and vk is not v:
+                r = np.where(out, 0, r)
             off = gi * width
             sr = (np.maximum.accumulate(off + r) - off)[ends]
             # (sr - 1) first: lo - 1 or hi + 1 may lie outside int64 (a value at its end)
@@ -454,16 +481,17 @@ class IntExtremes:
                 raise ValueError("extreme of an empty multiset")
             k *= 4
 
-    def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
-        """Add the batch to the log; net the log once it has doubled since the last netting, or, while only
-        inserts were added since (each log row then stands for live rows: netting would only merge repeats of
-        a value), once it has grown eightfold (an insert-only input, NEXMark q4's MAX over a join)."""
+    def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray | None) -> None:
+        """Add the batch to the log (``c`` None: inserts only, a count of one each); net the log once it has
+        doubled since the last netting, or, while only inserts were added since (each log row then stands for
+        live rows: netting would only merge repeats of a value), once it has grown eightfold (an insert-only
+        input, NEXMark q4's MAX over a join: the log then stays within eight times its distinct values)."""
         if not len(g):
             return
         fresh = not len(self.lg) and not self.tail
-        self.tail.append((g.copy(), v.copy(), c.copy()))
+        self.tail.append((g.copy(), v.copy(), None if c is None else c.copy()))
         self.tail_rows += len(g)
-        dels = int((c < 0).sum())
+        dels = 0 if c is None else int((c < 0).sum())
         self.log_dels += dels
         if fresh and not dels:          # the live multiset itself, no pair to net
             self.netted = len(g)
