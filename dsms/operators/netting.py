@@ -13,7 +13,7 @@ import numpy as np
 from dsms.batch import Batch, concat, from_rows
 from dsms.operators.base import Operator
 from synopses.base import deep_bytes
-from synopses.rowcodes import row_codes, row_hashes, segments, value_keys
+from synopses.rowcodes import hashed_codes, row_codes, row_hashes, segments, value_keys
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
@@ -393,7 +393,7 @@ def fold_changelog(b: Batch, dtypes: list) -> Batch:
     ([1, 4], [7, 8])
     """
     n = len(b)
-    code = row_codes(b.cols) if n else None
+    code = hashed_codes(b.cols) if n else None
     if code is None:
         return _fold_rows(b, dtypes)
     order = stable_argsort(code)
