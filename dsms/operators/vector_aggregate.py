@@ -65,8 +65,8 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.sum_cols = sorted({a for f, a, _ in aggs if f in ("SUM", "AVG")})
         self.sum_float = {a: arg_types[j] == "FLOAT" for j, (f, a, _) in enumerate(aggs) if a in self.sum_cols}
         self.n = 0                                  # groups with an id: 0 .. n-1 (arrays have capacity beyond)
-        # one integer key column: ids from a hash table with a lookup-table fast path (no Python per key);
-        # other keys: a dict of key tuples, looked up once per distinct key of a batch
+        # one integer key column: ids from a lookup table while the keys are dense, a hash table otherwise (no
+        # Python per key); other keys: a dict of key tuples, looked up once per distinct key of a batch
         int_key = len(group) == 1 and np.dtype(dtypes[0]).kind in "iu"
         self.int_ids = IntGroupIds() if int_key else None
         # several integer key columns: while the keys pack into one int64 (mixed radix over the ranges seen),
