@@ -112,9 +112,7 @@ class IntExtremes:
             return self._inserts(v, g_s, gi, ends, seg_gi, seg_g, first, had, base)
         # segments whose deletes empty their group: the group starts afresh there (an epoch), its extremes
         # from then on those of the later inserts alone; rows cut by such a reset leave the running extreme
-        reset = cut = None
-        if is_del.any():
-            reset, cut, seg_row = self._resets(v, sign, is_del, ends, new_cnt)
+        reset, cut, seg_row = self._resets(v, sign, is_del, ends, new_cnt)
         left = is_del if reset is None else is_del & ~cut
         dirty = np.bincount(gi, weights=left) > 0          # per batch group: a delete no reset explains
         if reset is not None:                              # resets count only in groups with no other delete
