@@ -12,11 +12,14 @@ vectorised aggregate sorts it:
   join) gets its extreme after every segment from one running maximum (of the values offset per group when
   their spans fit an int64, else of value ranks; of the values themselves for one group), no sort, no Python
   per row or per group;
-- a group whose row count falls to zero within its first segment, with no delete after that row (a tumbling
-  window's turnover: every old row deleted, then the new ones inserted at the same instant), starts afresh
-  there: its log rows and the batch rows up to the zero net to nothing (the count is exact), so they are
-  dropped instead of netted, and the rest are inserts as above (NEXMark q7's MAX: no sort per window end);
-- a group with a delete in the batch is walked segment by segment: a segment whose deletes do not remove the
+- a segment whose deletes empty its group starts the group afresh there (an epoch): the group's log rows and
+  the batch rows before are dropped instead of netted (they net to nothing), and the running maximum restarts
+  at the segment over the later inserts. Two cases are recognised (``_resets``): in arrival order the count is
+  zero right after the segment's last delete (a tumbling window's turnover: every old row deleted, then the
+  new ones inserted at the same instant: NEXMark q7's MAX, no sort per window end), or the segment deletes as
+  many rows as the group held and none of the values it inserts (a relation's row replaced by a new one that
+  arrives first: NEXMark q9's MIN over the rows at each auction's maximum);
+- a group with any other delete in the batch is walked segment by segment: a segment whose deletes do not remove the
   last copy of the current extreme only folds in its inserts; otherwise the extreme is recomputed from the
   group's netted log and the batch rows up to the segment (numpy over the group's values). A sliding window
   that expires its extreme once per slide pays one recomputation per slide.
@@ -73,14 +76,15 @@ class IntExtremes:
 
     def nbytes(self) -> int:
         return (self.ext.nbytes + self.lg.nbytes + self.lv.nbytes + self.lc.nbytes
-                + sum(3 * g.nbytes for g, _, _ in self.tail))
+                + sum((2 if c is None else 3) * g.nbytes for g, _, c in self.tail))
 
     def _join_tail(self) -> None:
         """The appended batches joined onto the log arrays (one copy of the log per read, not per batch)."""
         if self.tail:
             self.lg = np.concatenate([self.lg] + [g for g, _, _ in self.tail])
             self.lv = np.concatenate([self.lv] + [v for _, v, _ in self.tail])
-            self.lc = np.concatenate([self.lc] + [c for _, _, c in self.tail])
+            self.lc = np.concatenate([self.lc] + [np.ones(len(g), dtype=I64) if c is None else c
+                                                  for g, _, c in self.tail])
             self.tail, self.tail_rows = [], 0
 
     def _best(self, a: np.ndarray) -> int:
@@ -104,22 +108,38 @@ class IntExtremes:
         first = np.ones(nseg, dtype=bool)
         first[1:] = seg_g[1:] != seg_g[:-1]
         base = self.ext[seg_g]
-        # groups that empty in their first segment and have no delete after: they start afresh there
-        reset, gone = (self._resets(sign, is_del, gi, grp_start, ends, first, new_cnt) if is_del.any()
-                       else (None, None))
-        if reset is not None:
-            is_del = is_del & ~gone
-        dirty = np.bincount(gi, weights=is_del) > 0       # per batch group: a delete somewhere in the batch
+        if not is_del.any():               # inserts only (a stream, an unbounded join): one running extreme
+            return self._inserts(v, g_s, gi, ends, seg_gi, seg_g, first, had, base)
+        # segments whose deletes empty their group: the group starts afresh there (an epoch), its extremes
+        # from then on those of the later inserts alone; rows cut by such a reset leave the running extreme
+        reset, cut, seg_row = self._resets(v, sign, is_del, ends, new_cnt)
+        left = is_del if reset is None else is_del & ~cut
+        dirty = np.bincount(gi, weights=left) > 0          # per batch group: a delete no reset explains
+        if reset is not None:                              # resets count only in groups with no other delete
+            reset &= ~dirty[seg_gi]
+            if reset.any():
+                cut &= reset[seg_row]
+            else:
+                reset = cut = None
+        if reset is None:
+            ep, fresh = gi, None
+        else:
+            seg_start = np.concatenate([[0], ends[:-1] + 1])
+            marks = grp_start.copy()
+            marks[seg_start[reset]] = True
+            ep = np.cumsum(marks) - 1                       # epoch index per row: groups split at resets
+            rc = np.cumsum(reset)
+            fresh = rc > (rc - reset)[first][seg_gi]        # the segment is at or past a reset of its group
         if dirty.all():                    # every group has deletes: all go segment by segment below
             sr = np.zeros(nseg, dtype=I64)
             ins_best = base
         else:
-            sr, ins_best = self._running_best(v, is_del if gone is None else is_del | gone, gi, ends, base)
+            sr, ins_best = self._running_best(v, is_del if cut is None else is_del | cut, ep, ends, base)
         had_first = np.zeros(len(dirty), dtype=bool)
         had_first[seg_gi[first]] = had[first]
-        if reset is not None:
-            had_first[reset] = False                         # what they held before is gone
         gh = had_first[seg_gi]                               # the group had rows before the batch
+        if fresh is not None:
+            gh = gh & ~fresh                                 # ... and no reset has emptied it since
         both = np.maximum(base, ins_best) if self.want_max else np.minimum(base, ins_best)
         new = np.where(sr > 0, np.where(gh, both, ins_best), base)
         # groups with deletes: segment by segment
@@ -136,65 +156,113 @@ class IntExtremes:
         if reset is None:
             self._append(g_s, v, sign)
         else:
-            self._drop_groups(g_s[grp_start][reset])
-            keep = ~gone
+            # a group with a reset: its log and its rows before the last reset net to nothing; what is left
+            # is the last epoch's uncut rows (inserts only)
+            has = np.zeros(len(dirty), dtype=bool)
+            has[seg_gi[reset]] = True
+            last_ep = ep[ends[last]]                         # per batch group, its last epoch
+            keep = ~has[gi] | ((ep == last_ep[gi]) & ~cut)
+            self._drop_groups(g_s[grp_start][has])
             self._append(g_s[keep], v[keep], sign[keep])
         return new, old
 
-    def _resets(self, sign, is_del, gi, grp_start, ends, first, new_cnt):
-        """The batch groups whose row count falls to zero within their first segment and that have no delete
-        after that row (a tumbling window's turnover: every old row deleted, then the new ones inserted), and
-        the rows up to that zero: with them, the group's log nets to nothing (its count is exact), so the
-        group's extremes are those of the later rows alone, all inserts; the log rows and these rows are
-        dropped instead of netted. (None, None) when there is no such group."""
-        n = len(sign)
-        csum = np.cumsum(sign)
-        if not gi[-1]:                                     # one group (a scalar aggregate): no gathers
-            e = int(ends[0])
-            zero = np.flatnonzero(csum[:e + 1] == csum[e] - int(new_cnt[0]))
-            if not len(zero) or int(zero[-1]) != int(np.flatnonzero(is_del)[-1]):
-                return None, None
-            gone = np.zeros(n, dtype=bool)
-            gone[:int(zero[-1]) + 1] = True
-            return np.ones(1, dtype=bool), gone
-        fe = ends[first]                                   # the last row of each group's first segment
-        run = csum - csum[fe][gi] + new_cnt[first][gi]     # the group's row count after each row
+    def _inserts(self, v, g_s, gi, ends, seg_gi, seg_g, first, had, base):
+        """``step`` for a batch without deletes: every segment has an insert, so each segment's extreme is
+        the running extreme of its group's inserts so far, with the stored one where the group had rows."""
+        _, ins_best = self._running_best(v, None, gi, ends, base)
+        gh = had[first][seg_gi]                              # the group had rows before the batch
+        new = np.where(gh, np.maximum(base, ins_best) if self.want_max else np.minimum(base, ins_best), ins_best)
+        prev = np.empty_like(new)
+        prev[0] = 0
+        prev[1:] = new[:-1]
+        old = np.where(first, np.where(had, base, 0), prev)
+        last = np.ones(len(ends), dtype=bool)
+        last[:-1] = first[1:]
+        self.ext[seg_g[last]] = new[last]
+        self._append(g_s, v, None)
+        return new, old
+
+    def _resets(self, v, sign, is_del, ends, new_cnt):
+        """The segments whose deletes leave their group empty, and the rows they cut (per row). A segment
+        resets its group when
+
+        - in arrival order, the group's row count is zero right after the segment's last delete (a tumbling
+          window's turnover: every old row deleted, then the new ones inserted); the rows up to that delete
+          are cut; or
+        - it deletes as many rows as the group held before it, and no value it deletes is one it inserts (a
+          relation's row replaced, the new one arriving before the old one leaves: NEXMark q9's MIN over the
+          maxima). The deletes then take exactly the rows held before (a value deleted beyond what was held
+          would have to be inserted in the same instant), so the group holds the segment's inserts; the
+          deletes are cut.
+
+        Returns (reset per segment, cut per row, segment per row), or (None, None, None) when no segment
+        resets."""
+        n, nseg = len(sign), len(ends)
+        seg_start = np.concatenate([[0], ends[:-1] + 1])
+        before = np.zeros(n + 1, dtype=I64)                # before[i]: sum of sign[:i]
+        np.cumsum(sign, out=before[1:])
+        cnt0 = new_cnt - (before[ends + 1] - before[seg_start])       # the group's count before the segment
+        dcs = np.zeros(n + 1, dtype=I64)
+        np.cumsum(is_del, out=dcs[1:])
+        d_cnt = dcs[ends + 1] - dcs[seg_start]
         rows = np.arange(n)
-        zero = (run == 0) & (rows <= fe[gi])
-        if not zero.any():
-            return None, None
-        starts = np.flatnonzero(grp_start)
-        zlast = np.maximum.reduceat(np.where(zero, rows, -1), starts)
-        dlast = np.maximum.reduceat(np.where(is_del, rows, -1), starts)
-        reset = (zlast >= 0) & (dlast == zlast)
+        dlast = np.maximum.reduceat(np.where(is_del, rows, -1), seg_start)
+        at_a = (d_cnt > 0) & (cnt0 + before[dlast + 1] - before[seg_start] == 0)
+        cand_b = (d_cnt > 0) & (d_cnt == cnt0) & ~at_a
+        if not (at_a.any() or cand_b.any()):
+            return None, None, None
+        seg_row = np.repeat(np.arange(nseg), ends + 1 - seg_start)
+        at_b = cand_b
+        if cand_b.any():
+            rb = np.flatnonzero(cand_b[seg_row])
+            sb, vb, db = seg_row[rb], v[rb], is_del[rb]
+            o = _by_group_value(sb, vb)
+            sb, vb, db = sb[o], vb[o], db[o]
+            run = np.ones(len(sb), dtype=bool)
+            run[1:] = (sb[1:] != sb[:-1]) | (vb[1:] != vb[:-1])
+            at = np.flatnonzero(run)
+            mixed = np.maximum.reduceat(db, at) & ~np.minimum.reduceat(db, at)    # a value deleted and inserted
+            at_b = cand_b.copy()
+            at_b[sb[at][mixed]] = False
+        reset = at_a | at_b
         if not reset.any():
-            return None, None
-        gone = reset[gi] & (rows <= zlast[gi])
-        return reset, gone
+            return None, None, None
+        cut = np.where(at_b[seg_row], is_del, at_a[seg_row] & (rows <= dlast[seg_row]))
+        return reset, cut, seg_row
 
     def _running_best(self, v, out, gi, ends, base):
         """Per segment, the best insert of its group in the batch up to the segment's end (``sr`` > 0 where
         there is one; rows marked ``out`` do not count) and that value: one running maximum over the values
         offset per group when the groups' value spans fit an int64 side by side, else over value ranks."""
-        keep = ~out
-        if not keep.any():
-            return np.zeros(len(ends), dtype=I64), base
-        if not gi[-1]:                     # one group: a running extreme of the values themselves
-            big = np.iinfo(I64).min if self.want_max else np.iinfo(I64).max
-            acc = np.maximum if self.want_max else np.minimum
-            run = acc.accumulate(np.where(out, big, v))
-            sr = (ends >= int(keep.argmax())).astype(I64)
-            return sr, np.where(sr > 0, run[ends], base)
-        vk = v[keep]
+        if out is None:                    # every row counts (``_inserts``)
+            if not gi[-1]:
+                acc = np.maximum if self.want_max else np.minimum
+                return np.ones(len(ends), dtype=I64), acc.accumulate(v)[ends]
+            out = np.zeros(len(v), dtype=bool)
+            vk = v
+        else:
+            keep = ~out
+            if not keep.any():
+                return np.zeros(len(ends), dtype=I64), base
+            if not gi[-1]:                 # one group: a running extreme of the values themselves
+                big = np.iinfo(I64).min if self.want_max else np.iinfo(I64).max
+                acc = np.maximum if self.want_max else np.minimum
+                run = acc.accumulate(np.where(out, big, v))
+                sr = (ends >= int(keep.argmax())).astype(I64)
+                return sr, np.where(sr > 0, run[ends], base)
+            vk = v[keep]
         lo, hi = int(vk.min()), int(vk.max())
         width = hi - lo + 2                               # 0: no insert yet; 1 .. hi - lo + 1: a value
         groups = int(gi[-1]) + 1
         if width < (1 << 62) // groups:
             r = (v - lo + 1) if self.want_max else (hi - v + 1)
-            r = np.where(out, 0, r)
+            if out is not None and vk is not v:
+                r = np.where(out, 0, r)
             off = gi * width
             sr = (np.maximum.accumulate(off + r) - off)[ends]
-            best = (lo - 1 + sr) if self.want_max else (hi + 1 - sr)
+            # (sr - 1) first: lo - 1 or hi + 1 may lie outside int64 (a value at its end)
+            with np.errstate(over="ignore"):
+                best = ((sr - 1) + lo) if self.want_max else (hi - (sr - 1))
             return sr, np.where(sr > 0, best, base)
         uniq, inv = np.unique(np.where(out, vk[0], v), return_inverse=True)
         u = len(uniq)
@@ -411,16 +479,17 @@ class IntExtremes:
                 raise ValueError("extreme of an empty multiset")
             k *= 4
 
-    def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
-        """Add the batch to the log; net the log once it has doubled since the last netting, or, while only
-        inserts were added since (each log row then stands for live rows: netting would only merge repeats of
-        a value), once it has grown eightfold (an insert-only input, NEXMark q4's MAX over a join)."""
+    def _append(self, g: np.ndarray, v: np.ndarray, c: np.ndarray | None) -> None:
+        """Add the batch to the log (``c`` None: inserts only, a count of one each); net the log once it has
+        doubled since the last netting, or, while only inserts were added since (each log row then stands for
+        live rows: netting would only merge repeats of a value), once it has grown eightfold (an insert-only
+        input, NEXMark q4's MAX over a join: the log then stays within eight times its distinct values)."""
         if not len(g):
             return
         fresh = not len(self.lg) and not self.tail
-        self.tail.append((g.copy(), v.copy(), c.copy()))
+        self.tail.append((g.copy(), v.copy(), None if c is None else c.copy()))
         self.tail_rows += len(g)
-        dels = int((c < 0).sum())
+        dels = 0 if c is None else int((c < 0).sum())
         self.log_dels += dels
         if fresh and not dels:          # the live multiset itself, no pair to net
             self.netted = len(g)

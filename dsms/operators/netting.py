@@ -13,7 +13,7 @@ import numpy as np
 from dsms.batch import Batch, concat, from_rows, take_until
 from dsms.operators.base import Operator
 from synopses.base import deep_bytes
-from synopses.rowcodes import row_codes, row_hashes, segments
+from synopses.rowcodes import hashed_codes, row_codes, row_hashes, segments, value_keys
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
@@ -46,6 +46,7 @@ def cancel_adjacent(batch: Batch) -> Batch:
 
 
 _MIX = np.uint64(0xC2B2AE3D27D4EB4F)      # spreads the timestamp over the row hash's bits
+SET_MAX = 1024                            # rows up to which a Python set finds cancelling pairs
 
 
 class NettingOperator(Operator):
@@ -122,13 +123,39 @@ class NettingOperator(Operator):
             return self._net_uncancelled(ready, False)
         key = row_hashes(ready.cols) ^ (ts.view(np.uint64) * _MIX)
         pos = sign > 0
-        if len(key) <= 1024:             # a set beats intersect1d's sorts on the few rows of an instant or two
-            disjoint = set(key[pos].tolist()).isdisjoint(key[~pos].tolist())
-        else:
-            disjoint = not len(np.intersect1d(key[pos], key[~pos]))
-        if disjoint:
+        if len(key) <= SET_MAX:          # a set beats a sort on the few rows of an instant or two
+            if set(key[pos].tolist()).isdisjoint(key[~pos].tolist()):
+                return self._net_uncancelled(ready, True)
+            return self._net_coded(ready)
+        return self._net_hashed(ready, key)
+
+    def _net_hashed(self, ready: Batch, key: np.ndarray) -> Batch | None:
+        """The net change with rows grouped by their (instant, row) hash: one sort of the hashes instead of
+        coding every column (``row_codes`` sorts each wide column) and sorting the codes. Equal hashes are
+        only candidates, so every run of equal hashes is checked to hold one instant and one row (SQL
+        equality, as ``value_keys``); a collision, which is rare, hands the batch to ``_net_coded``."""
+        ts = ready.ts
+        order = np.argsort(key)
+        ks = key[order]
+        start = np.ones(len(ks), dtype=bool)
+        start[1:] = ks[1:] != ks[:-1]
+        pair = np.flatnonzero(~start[1:])                  # rows pair, pair + 1 (sorted) share a hash
+        if len(pair):
+            a, b = order[pair], order[pair + 1]
+            eq = ts[a] == ts[b]
+            for c in ready.cols:
+                k = c if c.dtype.kind == "O" else value_keys(c)
+                eq &= k[a] == k[b]
+            if not eq.all():
+                return self._net_coded(ready)
+        runs = np.flatnonzero(start)
+        s = ready.sign[order].astype(np.int64)
+        net = np.add.reduceat(s, runs)
+        size = np.diff(np.append(runs, len(ks)))
+        if (np.abs(net) == size).all():                    # no run holds both signs: nothing cancels
             return self._net_uncancelled(ready, True)
-        return self._net_coded(ready)
+        first = np.minimum.reduceat(order, runs)           # each row's first position (the sort is unstable)
+        return self._net_runs(ready, net, first)
 
     def _net_uncancelled(self, ready: Batch, mixed: bool) -> Batch:
         """The net change when nothing cancels; with ``mixed`` (instants holding both signs) the kept rows are
@@ -148,7 +175,11 @@ class NettingOperator(Operator):
             return None
         order, starts, ends = segments(ready.ts, code)
         net = np.add.reduceat(ready.sign[order].astype(np.int64), starts) if len(starts) else starts
-        first = order[starts]
+        return self._net_runs(ready, net, order[starts])
+
+    def _net_runs(self, ready: Batch, net: np.ndarray, first: np.ndarray) -> Batch:
+        """The output for runs of equal (instant, row): ``net`` the sum of their signs, ``first`` the position
+        where each first appeared; per instant, deletes first, each in order of first appearance."""
         keep = net != 0
         net, first = net[keep], first[keep]
         seg_ts = ready.ts[first]
@@ -284,6 +315,7 @@ class ChangelogOp(NettingOperator):
         self.live: Batch | None = None          # the live copies, ts = the instant each entered (views only)
         self.log: list[Batch] = []              # output batches not yet folded into ``live``
         self.log_rows = 0
+        self.log_deletes = False                # whether a batch in ``log`` deletes
 
     def _held_rows(self) -> int:
         return super()._held_rows() + self.log_rows + (len(self.live) if self.live is not None else 0)
@@ -296,6 +328,7 @@ class ChangelogOp(NettingOperator):
         if self.keep_state and len(batch):
             self.log.append(batch)
             self.log_rows += len(batch)
+            self.log_deletes = self.log_deletes or bool((batch.sign < 0).any())
             if self.log_rows > 2 * (len(self.live) if self.live is not None else 0) + FOLD_MIN:
                 self._fold()
         super().emit(batch)
@@ -303,8 +336,11 @@ class ChangelogOp(NettingOperator):
     def _fold(self) -> None:
         if self.log:
             parts = ([self.live] if self.live is not None else []) + self.log
-            self.live = fold_changelog(concat(parts), self.dtypes)
-            self.log, self.log_rows = [], 0
+            if self.log_deletes:
+                self.live = fold_changelog(concat(parts), self.dtypes)
+            else:               # inserts only (a view over an unbounded join): every copy stays, as it came
+                self.live = concat(parts)
+            self.log, self.log_rows, self.log_deletes = [], 0, False
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
@@ -357,7 +393,7 @@ def fold_changelog(b: Batch, dtypes: list) -> Batch:
     ([1, 4], [7, 8])
     """
     n = len(b)
-    code = row_codes(b.cols) if n else None
+    code = hashed_codes(b.cols) if n else None
     if code is None:
         return _fold_rows(b, dtypes)
     order = stable_argsort(code)

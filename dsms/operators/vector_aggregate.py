@@ -28,9 +28,9 @@ from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
 from synopses.float_sums import FloatSums, running
-from synopses.group_ids import IntGroupIds
+from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.int_extremes import IntExtremes
-from synopses.rowcodes import pack_bits, packed, row_codes, unpacked
+from synopses.rowcodes import row_codes
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
@@ -65,15 +65,14 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.sum_cols = sorted({a for f, a, _ in aggs if f in ("SUM", "AVG")})
         self.sum_float = {a: arg_types[j] == "FLOAT" for j, (f, a, _) in enumerate(aggs) if a in self.sum_cols}
         self.n = 0                                  # groups with an id: 0 .. n-1 (arrays have capacity beyond)
-        # one integer key column: ids from a hash table with a lookup-table fast path (no Python per key);
-        # other keys: a dict of key tuples, looked up once per distinct key of a batch
+        # one integer key column: ids from a lookup table while the keys are dense, a hash table otherwise (no
+        # Python per key); other keys: a dict of key tuples, looked up once per distinct key of a batch
         int_key = len(group) == 1 and np.dtype(dtypes[0]).kind in "iu"
         self.int_ids = IntGroupIds() if int_key else None
-        # several integer key columns: while every key packs into bit fields fixed at the first batch, the
-        # packed keys get ids the same way (``_packed_gids``)
+        # several integer key columns: while the keys pack into one int64 (mixed radix over the ranges seen),
+        # the packed keys get ids the same way (``_packed_gids``)
         several = len(group) > 1 and all(np.dtype(dtypes[i]).kind in "iu" for i in range(len(group)))
-        self.packed_ids = IntGroupIds() if several else None
-        self.pack_bits: list[int] | None = None
+        self.packed_ids = PackedIntGroupIds(len(group)) if several else None
         self.gid_of: dict[tuple, int] = {}
         self.key_cols: list[np.ndarray] = [np.empty(0, dtype=dtypes[i]) for i in range(len(group))]
         self.count = np.zeros(0, dtype=np.int64)
@@ -116,6 +115,7 @@ class VectorAggregateOp(FinalInstantsOperator):
                 + sum(f.nbytes() for f in self.fsums.values())
                 + sum(x.nbytes() for x in self.extremes.values())
                 + (self.int_ids.nbytes() if self.int_ids is not None else 0)
+                + (self.packed_ids.nbytes() if self.packed_ids is not None else 0)
                 + sum(b.nbytes for b in self.held))
 
     def _groups_live(self) -> int:
@@ -135,7 +135,7 @@ class VectorAggregateOp(FinalInstantsOperator):
             gids = self.int_ids.ids(kcols[0])
             if self.int_ids.n > start:
                 self._reserve(self.int_ids.n)
-                self.key_cols[0][start:self.n] = self.int_ids.table.key_of()[start:]
+                self.key_cols[0][start:self.n] = self.int_ids.key_of()[start:]
             return gids
         if self.packed_ids is not None:
             gids = self._packed_gids(kcols)
@@ -158,26 +158,20 @@ class VectorAggregateOp(FinalInstantsOperator):
         return gid_u[inv.reshape(-1)]
 
     def _packed_gids(self, kcols: list[np.ndarray]) -> np.ndarray | None:
-        """Group ids for keys of several integer columns packed into one int64 each (``packed``: they sort as
-        the key tuples do, so new groups get their ids in the same order as through the dict below), with no
-        Python per key. The first key that does not pack (a negative value, or one wider than its field)
-        hands every key over to the dict for good; None then."""
-        if self.pack_bits is None:
-            self.pack_bits = pack_bits(kcols)
-        bits = self.pack_bits
-        fits = bits is not None
-        for c, w in zip(kcols, bits or ()):
-            fits = fits and bool(((c >= 0) & (c < (1 << w))).all())
-        if not fits:
+        """Group ids for keys of several integer columns packed into one int64 each (``PackedIntGroupIds``:
+        they sort as the key tuples do, so new groups get their ids in the same order as through the dict
+        below), with no Python per key. Keys that no longer pack (ranges too far apart for an int64) hand
+        every key over to the dict for good; None then."""
+        start = self.n
+        gids = self.packed_ids.ids(kcols)
+        if gids is None:
             known = [k[:self.n].tolist() for k in self.key_cols]
             self.gid_of = {key: i for i, key in enumerate(zip(*known))}
             self.packed_ids = None
             return None
-        start = self.n
-        gids = self.packed_ids.ids(packed(kcols, bits))
         if self.packed_ids.n > start:
             self._reserve(self.packed_ids.n)
-            for kc, col in zip(self.key_cols, unpacked(self.packed_ids.table.key_of()[start:], bits)):
+            for kc, col in zip(self.key_cols, self.packed_ids.key_cols(start)):
                 kc[start:self.n] = col
         return gids
 

@@ -26,7 +26,7 @@ def check(batches: list[list[int]]) -> IntGroupIds:
         got = t.ids(np.array(keys, dtype=np.int64)).tolist()
         assert got == model_ids(known, keys)
         assert t.n == len(known)
-        assert t.table.key_of().tolist() == list(known)          # the key of every id, in id order
+        assert t.key_of().tolist() == list(known)          # the key of every id, in id order
         if len(t.lut):                                           # the lookup table covers every known key
             assert t.lo <= min(known) and max(known) < t.lo + len(t.lut)
             assert (t.lut >= 0).sum() == len(known)

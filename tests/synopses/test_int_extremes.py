@@ -1,7 +1,8 @@
 """``IntExtremes`` against a model (a Counter per group): the extreme after and before every (group, instant)
 segment, over batches of inserts and deletes that include deletes of rows inserted in the same instant, groups
 that empty and refill (in one instant too: a tumbling window's turnover, which drops the group's log instead
-of netting it), and groups large enough for the netted-log recomputation (and its widening partition)."""
+of netting it; or a row replaced, the new row inserted before the old ones are deleted, sometimes with a value
+they share), and groups large enough for the netted-log recomputation (and its widening partition)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def workloads(draw):
             for _ in range(draw(st.integers(1, 3))):
                 bag = model.setdefault(g, Counter())
                 ops = []
+                if draw(st.integers(0, 3)) == 0:              # a row replaced, the new one arriving first:
+                    prior = list((+bag).elements())             # insert, then delete all held before (q9)
+                    for _ in range(draw(st.integers(1, 2))):
+                        v = draw(st.sampled_from(prior)) if prior and draw(st.booleans()) else draw(values)
+                        bag[v] += 1
+                        ops.append((v, 1))
+                    for v in prior:
+                        bag[v] -= 1
+                        ops.append((v, -1))
+                    segs.append((g, ops))
+                    continue
                 if draw(st.integers(0, 3)) == 0:              # a tumbling window's turnover: empty, refill
                     for v, c in list((+bag).items()):
                         ops.extend([(v, -1)] * c)
@@ -96,3 +108,19 @@ def test_extremes_equal_a_model(want_max, small, net_min, small_vec, batches):
             assert old.tolist() == exp_old
     finally:
         int_extremes.SMALL, int_extremes.NET_MIN, int_extremes.SINGLE_MAX, int_extremes.SMALL_VEC = saved
+
+
+@pytest.mark.parametrize("want_max", [True, False])
+def test_running_extreme_at_the_ends_of_int64(want_max):
+    """Inserts only, several groups, values at the ends of int64: the running extreme's offsets (lo - 1,
+    hi + 1) lie outside int64 and must not be formed (an OverflowError before 2026-11-26)."""
+    lo, hi = -2**63, 2**63 - 1
+    for vals in ([lo, lo, lo + 1, lo], [hi, hi - 1, hi, hi], [lo, 0, hi, lo]):
+        x = IntExtremes(want_max)
+        x.grow(2)
+        g = np.array([0, 0, 1, 1])
+        new, old = x.step(np.array(vals, dtype=np.int64), np.ones(4, dtype=np.int64), g, np.array([0, 1, 3]),
+                          np.array([False, True, False]), np.array([1, 2, 2]))
+        best = max if want_max else min
+        assert new.tolist() == [vals[0], best(vals[:2]), best(vals[2:])]
+        assert old.tolist() == [0, vals[0], 0]
