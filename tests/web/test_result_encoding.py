@@ -144,3 +144,65 @@ def test_a_long_constant_is_not_joined_into_a_table() -> None:
     json_codec._fused_tables.clear()
     assert rows_text(names, ts, sign, cols).encode("ascii") == plain_lines(names, ts, sign, cols)
     assert not json_codec._fused_tables
+
+
+def _doubles(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Doubles from every part of the range: random bit patterns (every exponent, subnormals, NaNs with
+    payloads, infinities), values around 1 and 1000, whole numbers beyond 2**53, and the neighbours of the
+    edges where ``float.__repr__`` changes form (1e-4 and 1e16) and of 0."""
+    edges = []
+    for x in (1e-4, 1e16, 1e-3, 1e15, 2.0**53, 5e-324, 0.1):
+        for direction in (0.0, math.inf):
+            y = x
+            for _ in range(40):
+                edges.append(y)
+                y = float(np.nextafter(y, direction))
+    vals = np.concatenate([
+        rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64).view(np.float64),
+        rng.random(n) * 1000, np.round(rng.random(n) * 1e6) / 1000, rng.random(n) * 1e-4,
+        rng.integers(2**53, 2**62, n).astype(np.float64), 10.0 ** rng.integers(-20, 25, n),
+        np.array(edges), -np.array(edges), np.array([0.0, -0.0, math.nan, math.inf, -math.inf])])
+    with np.errstate(all="ignore"):                          # NaN times -1, as intended
+        return vals * np.where(rng.random(len(vals)) < 0.5, -1.0, 1.0)
+
+
+def test_floats_and_integers_beyond_the_tables_are_written_as_repr_writes_them() -> None:
+    """Floats that are not whole numbers and integers beyond the small-integer table are written by orjson
+    (``_number_texts``), except where its text differs from ``float.__repr__``: exponents (``1e+16`` against
+    ``1e16``, ``1e-05`` against ``1e-5``), NaN and infinities. Checked on doubles from the whole range (and
+    the neighbours of both edges), on integers of every width, and on arrays orjson cannot read as they are
+    (big-endian, strided, float32)."""
+    rng = np.random.default_rng(11)
+    floats = _doubles(rng, 3000)
+    rng.shuffle(floats)
+    ints = np.concatenate([rng.integers(-2**63, 2**63 - 1, 3000, dtype=np.int64, endpoint=True),
+                           np.array([2**63 - 1, -2**63, -1, 0, 4096, -4097])])
+    with np.errstate(all="ignore"):                          # float32 overflows to infinity, as intended
+        narrow = floats.astype(np.float32)
+    columns = [floats, floats.astype(">f8"), floats[::3], narrow, ints, ints.astype(">i8"), ints[::2],
+               rng.integers(0, 2**64 - 1, 999, dtype=np.uint64, endpoint=True)]
+    for dt in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32):
+        info = np.iinfo(dt)
+        columns.append(rng.integers(info.min, info.max, 999, endpoint=True).astype(dt))
+    for col in columns:
+        n = len(col)
+        ts = np.cumsum(rng.integers(0, 3, n)) + 1714564800000     # timestamps through the same path
+        sign = np.ones(n, dtype=np.int8)
+        got = rows_text(["x"], ts, sign, [col]).encode("ascii")
+        assert got == plain_lines(["x"], ts, sign, [col]), col.dtype
+        for line, value in zip(got.splitlines(), col.tolist()):
+            parsed = json.loads(line)["row"]["x"]                # valid JSON, and the same value read back
+            assert parsed == plain_json(value) or (isinstance(value, float) and math.isnan(value))
+    with pytest.raises(ValueError, match="2 values for 3 timestamps"):
+        rows_text(["x"], [1, 2, 3], [1, 1, 1], [np.array([10**12, 1.5])])
+
+
+def test_number_texts_agree_with_repr_near_the_edges() -> None:
+    """``_float_texts`` alone, value by value, on the neighbours of the edges of orjson's interval: the test
+    that fails first if the interval is drawn one ulp too wide."""
+    from dsms.formats.json_codec import _float_texts
+    rng = np.random.default_rng(3)
+    vals = _doubles(rng, 200)
+    expected = [plain_json(float(v)) for v in vals.tolist()]
+    expected = [json.dumps(v) for v in expected]
+    assert _float_texts(vals) == expected
