@@ -81,6 +81,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.extremes = {j: IntExtremes(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
         self._moments: dict[int, list[float]] = {}  # per SUM/AVG argument: decayed n, sum, sum of squares
+        self.counts_only = all(f == "COUNT" for f, _, _ in aggs)    # ``_counts_by_instant`` may apply
 
     def on_batch(self, i: int, batch: Batch) -> None:
         super().on_batch(i, batch)
@@ -201,6 +202,8 @@ class VectorAggregateOp(FinalInstantsOperator):
     def process(self, batch: Batch) -> None:
         n = len(batch)
         gid = self._gids(batch)
+        if self.counts_only and n and self._counts_by_instant(batch, gid):
+            return
         # by group, time order (and arrival order) kept within; small ids sort by radix as int16
         # (one group, or groups in order already: no gathers of the batch's columns)
         order = None if not self.group or bool((gid[1:] >= gid[:-1]).all()) else stable_argsort(gid)
@@ -310,6 +313,60 @@ class VectorAggregateOp(FinalInstantsOperator):
             v = v.astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
         self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
+
+
+    def _counts_by_instant(self, batch: Batch, gid: np.ndarray) -> bool:
+        """COUNTs alone over a batch of few instants (a hopping window's slide is its inserts and deletes at
+        one timestamp): each (instant, group)'s net change by two counts over (instant, group id span)
+        cells, with no sort of the batch; a cumulative sum over the instants gives each group's count after
+        each. The output is what ``process`` emits (per changed group and instant, in (instant, group id)
+        order, its old row as a delete, then its new row). False, having done nothing, when there are too
+        many cells for the counts to cost O(batch)."""
+        n = len(gid)
+        lo, hi = int(gid.min()), int(gid.max())
+        span = hi - lo + 1
+        ts = batch.ts
+        if ts[0] == ts[-1]:
+            k, cell, inst_ts = 1, gid - lo, ts[:1]
+        else:
+            brk = np.flatnonzero(ts[1:] != ts[:-1]) + 1
+            k = len(brk) + 1
+            if k * span > 4 * n + 1024:
+                return False
+            step = np.zeros(n, dtype=np.int64)
+            step[brk] = span
+            cell = np.cumsum(step) + (gid - lo)
+            inst_ts = ts[np.concatenate([[0], brk])]
+        if k * span > 4 * n + 1024:
+            return False
+        every = np.bincount(cell, minlength=k * span).reshape(k, span)
+        added = np.bincount(cell[batch.sign > 0], minlength=k * span).reshape(k, span)
+        rel = np.flatnonzero(every.any(axis=0)) if k > 1 else np.flatnonzero(every[0])
+        g = rel + lo                                     # touched groups, ascending id
+        hit = every[:, rel]
+        delta = 2 * added[:, rel] - hit
+        after = self.count[g] + np.cumsum(delta, axis=0)     # each touched group's count after each instant
+        self.count[g] = after[-1]
+        ii, jj = np.nonzero(hit) if k > 1 else (np.zeros(len(rel), dtype=np.int64), np.arange(len(rel)))
+        new = after[ii, jj]
+        old = new - delta[ii, jj]
+        changed = old != new
+        dele = changed & (old > 0)
+        insd = changed & (new > 0)
+        cnt = dele.astype(np.int64) + insd
+        total = int(cnt.sum())
+        if not total:
+            return True
+        seg = np.repeat(np.arange(len(ii)), cnt)
+        sgn = np.ones(total, dtype=np.int8)
+        sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+        gs = g[jj[seg]]
+        val = np.where(sgn < 0, old[seg], new[seg])
+        cols = [kc[gs] for kc in self.key_cols]
+        for j in range(len(self.aggs)):
+            cols.append(val.astype(self.dtypes[len(self.group) + j], copy=False))
+        self.emit(Batch(inst_ts[ii[seg]].astype(np.int64), sgn, cols))
+        return True
 
 
 def _may_overflow(base: np.ndarray, v: np.ndarray) -> bool:
