@@ -317,9 +317,9 @@ class VectorAggregateOp(FinalInstantsOperator):
 
     def _counts_by_instant(self, batch: Batch, gid: np.ndarray) -> bool:
         """COUNTs alone over a batch of few instants (a hopping window's slide is its inserts and deletes at
-        one timestamp): each (instant, group)'s net change by two counts over (instant, group id span)
-        cells, with no sort of the batch; a cumulative sum over the instants gives each group's count after
-        each. The output is what ``process`` emits (per changed group and instant, in (instant, group id)
+        one timestamp): each (instant, group)'s net change by one count weighted by sign over (instant,
+        group id span) cells, with no sort of the batch; a cumulative sum over the instants gives each
+        group's count after each. The output is what ``process`` emits (per changed group and instant, in (instant, group id)
         order, its old row as a delete, then its new row). False, having done nothing, when there are too
         many cells for the counts to cost O(batch)."""
         n = len(gid)
@@ -331,28 +331,25 @@ class VectorAggregateOp(FinalInstantsOperator):
         else:
             brk = np.flatnonzero(ts[1:] != ts[:-1]) + 1
             k = len(brk) + 1
-            if k * span > 4 * n + 1024:
-                return False
             step = np.zeros(n, dtype=np.int64)
             step[brk] = span
             cell = np.cumsum(step) + (gid - lo)
             inst_ts = ts[np.concatenate([[0], brk])]
         if k * span > 4 * n + 1024:
             return False
-        every = np.bincount(cell, minlength=k * span).reshape(k, span)
-        added = np.bincount(cell[batch.sign > 0], minlength=k * span).reshape(k, span)
-        rel = np.flatnonzero(every.any(axis=0)) if k > 1 else np.flatnonzero(every[0])
-        g = rel + lo                                     # touched groups, ascending id
-        hit = every[:, rel]
-        delta = 2 * added[:, rel] - hit
-        after = self.count[g] + np.cumsum(delta, axis=0)     # each touched group's count after each instant
+        # net change per cell (float weights: exact, |change| <= rows < 2**53); a cell that nets to zero
+        # leaves its group's count, so its row, unchanged
+        delta = np.bincount(cell, weights=batch.sign, minlength=k * span).astype(np.int64).reshape(k, span)
+        rel = np.flatnonzero(delta.any(axis=0)) if k > 1 else np.flatnonzero(delta[0])
+        g = rel + lo                                     # changed groups, ascending id
+        delta = delta[:, rel]
+        after = self.count[g] + np.cumsum(delta, axis=0)     # each changed group's count after each instant
         self.count[g] = after[-1]
-        ii, jj = np.nonzero(hit) if k > 1 else (np.zeros(len(rel), dtype=np.int64), np.arange(len(rel)))
+        ii, jj = np.nonzero(delta) if k > 1 else (np.zeros(len(rel), dtype=np.int64), np.arange(len(rel)))
         new = after[ii, jj]
         old = new - delta[ii, jj]
-        changed = old != new
-        dele = changed & (old > 0)
-        insd = changed & (new > 0)
+        dele = old > 0                                   # every cell here changed its group's count
+        insd = new > 0
         cnt = dele.astype(np.int64) + insd
         total = int(cnt.sum())
         if not total:

@@ -1,7 +1,7 @@
 """The paths NEXMark q5 (hot items) takes, against the reference evaluator (tests/oracle), on inputs that steer
 them (issue 15):
 
-- COUNT alone over a batch of one instant (``VectorAggregateOp._one_instant_counts``): a hopping window's
+- COUNT alone over a batch of few instants (``VectorAggregateOp._counts_by_instant``): a hopping window's
   slide, a relation's update, keys dense or spread too wide for the counts over the id span (the general
   path then), groups emptied and refilled, with and without GROUP BY;
 - q5's whole shape: a hopping count per key, its MAX as a view, and the join of the two with ``>=``.
@@ -67,7 +67,7 @@ def relation_actions(draw, keys):
 
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
-def test_one_instant_counts_agree_with_the_reference(data):
+def test_counts_by_instant_agree_with_the_reference(data):
     name = data.draw(st.sampled_from(sorted(COUNTS)))
     keys = data.draw(st.sampled_from([DENSE, SPREAD, st.one_of(DENSE, SPREAD)]))
     actions, t = data.draw(relation_actions(keys) if name == "relation" else stream_actions(keys))
