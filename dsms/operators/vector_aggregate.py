@@ -30,6 +30,7 @@ from synopses.base import array_bytes, deep_bytes
 from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.int_extremes import IntExtremes
+from synopses.int_value_counts import IntValueCounts
 from synopses.rowcodes import row_codes
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
@@ -78,7 +79,9 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
         self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
-        self.extremes = {j: IntExtremes(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
+        # without GROUP BY: counts per value while the values are close together (synopses/int_value_counts.py)
+        ext = IntExtremes if group else IntValueCounts
+        self.extremes = {j: ext(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
         self._moments: dict[int, list[float]] = {}  # per SUM/AVG argument: decayed n, sum, sum of squares
         self.counts_only = all(f == "COUNT" for f, _, _ in aggs)    # ``_counts_by_instant`` may apply
