@@ -112,7 +112,7 @@ class IntExtremes:
             return self._inserts(v, g_s, gi, ends, seg_gi, seg_g, first, had, base)
         # segments whose deletes empty their group: the group starts afresh there (an epoch), its extremes
         # from then on those of the later inserts alone; rows cut by such a reset leave the running extreme
-        reset, cut, seg_row = self._resets(v, sign, is_del, ends, new_cnt)
+        reset, cut, seg_row = self._resets(v, sign, is_del, g_s, ends, new_cnt)
         left = is_del if reset is None else is_del & ~cut
         dirty = np.bincount(gi, weights=left) > 0          # per batch group: a delete no reset explains
         if reset is not None:                              # resets count only in groups with no other delete
@@ -182,13 +182,14 @@ class IntExtremes:
         self._append(g_s, v, None)
         return new, old
 
-    def _resets(self, v, sign, is_del, ends, new_cnt):
+    def _resets(self, v, sign, is_del, g_s, ends, new_cnt):
         """The segments whose deletes leave their group empty, and the rows they cut (per row). A segment
         resets its group when
 
         - in arrival order, the group's row count is zero right after the segment's last delete (a tumbling
-          window's turnover: every old row deleted, then the new ones inserted); the rows up to that delete
-          are cut; or
+          window's turnover: every old row deleted, then the new ones inserted), and no value deleted before
+          it is inserted after it (else the zero count may hide a value deleted before its insert arrived);
+          the rows up to that delete are cut; or
         - it deletes as many rows as the group held before it, and no value it deletes is one it inserts (a
           relation's row replaced, the new one arriving before the old one leaves: NEXMark q9's MIN over the
           maxima). The deletes then take exactly the rows held before (a value deleted beyond what was held
@@ -208,10 +209,14 @@ class IntExtremes:
         rows = np.arange(n)
         dlast = np.maximum.reduceat(np.where(is_del, rows, -1), seg_start)
         at_a = (d_cnt > 0) & (cnt0 + before[dlast + 1] - before[seg_start] == 0)
+        seg_row = np.repeat(np.arange(nseg), ends + 1 - seg_start) if at_a.any() else None
+        if seg_row is not None:
+            at_a = self._emptied(v, sign, is_del, g_s, ends, seg_row, dlast, at_a)
         cand_b = (d_cnt > 0) & (d_cnt == cnt0) & ~at_a
         if not (at_a.any() or cand_b.any()):
             return None, None, None
-        seg_row = np.repeat(np.arange(nseg), ends + 1 - seg_start)
+        if seg_row is None:
+            seg_row = np.repeat(np.arange(nseg), ends + 1 - seg_start)
         at_b = cand_b
         if cand_b.any():
             rb = np.flatnonzero(cand_b[seg_row])
@@ -229,6 +234,78 @@ class IntExtremes:
             return None, None, None
         cut = np.where(at_b[seg_row], is_del, at_a[seg_row] & (rows <= dlast[seg_row]))
         return reset, cut, seg_row
+
+    def _emptied(self, v, sign, is_del, g_s, ends, seg_row, dlast, at_a):
+        """``at_a`` (segments whose count is zero right after their last delete) kept only where that zero
+        count is an empty group. Within one instant a delete may arrive before the insert it retracts (a join
+        of a window with a relation updated at that instant), so a value can be below zero there while others
+        are above: held {0, -1}, then +0 -0 +(-1) -(-1) -0 -0 +0 ends as {-1}, yet the count is zero after the
+        last delete. Such a value is deleted before the last delete and inserted after it, and its rows held
+        plus its net change up to the last delete are below zero. Those are checked against the log (rows
+        held by the group before the batch) when the segment is its group's first in the batch; a later
+        segment, or a value below zero, does not reset (the general path takes it)."""
+        if self._deletes_what_is_held(v, is_del, g_s, ends, dlast, at_a):
+            return at_a
+        ra = np.flatnonzero(at_a[seg_row])
+        sa = seg_row[ra]
+        pre = ra <= dlast[sa]                              # up to the last delete; the rows after are inserts
+        post = ~pre
+        if not post.any():
+            return at_a
+        o = _by_group_value(sa, v[ra])
+        ra, sa, pre, post = ra[o], sa[o], pre[o], post[o]
+        va = v[ra]
+        run = np.ones(len(sa), dtype=bool)
+        run[1:] = (sa[1:] != sa[:-1]) | (va[1:] != va[:-1])
+        at = np.flatnonzero(run)
+        net = np.add.reduceat(np.where(pre, sign[ra], 0), at)     # the value's net change up to the last delete
+        suspect = (net < 0) & np.maximum.reduceat(post, at) & np.maximum.reduceat(pre & is_del[ra], at)
+        if not suspect.any():
+            return at_a
+        seg_s, val_s, need = sa[at][suspect], va[at][suspect], -net[suspect]
+        seg_start = np.concatenate([[0], ends[:-1] + 1])
+        first = np.ones(len(ends), dtype=bool)
+        first[1:] = g_s[ends[1:]] != g_s[ends[:-1]]
+        ok = first[seg_s] & (self._held(g_s[seg_start[seg_s]], val_s) >= need)
+        if ok.all():
+            return at_a
+        at_a = at_a.copy()
+        at_a[seg_s[~ok]] = False
+        return at_a
+
+    def _deletes_what_is_held(self, v, is_del, g_s, ends, dlast, at_a) -> bool:
+        """The common case of ``_emptied`` in O(rows), no sort: one group in the batch and in the log, whose
+        first segment deletes, before any insert, the very rows the log holds in the order they came (a
+        tumbling window's turnover, NEXMark q7's MAX: the window retracts its rows first in, first out), so
+        its zero count is an empty group. False when that cannot be told so cheaply."""
+        if g_s[0] != g_s[-1] or not at_a[0] or at_a[1:].any():
+            return False
+        k = int(dlast[0]) + 1
+        if not is_del[:k].all():
+            return False
+        self._join_tail()
+        return (len(self.lv) == k and bool((self.lg == g_s[0]).all()) and bool((self.lc == 1).all())
+                and np.array_equal(self.lv, v[:k]))
+
+    def _held(self, g: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Rows the log holds per (group, value) pair asked (its counts summed: inserts less deletes)."""
+        self._join_tail()
+        sel = np.flatnonzero(np.isin(self.lg, np.unique(g)))
+        nl = len(sel)
+        gg = np.concatenate([self.lg[sel], g])
+        vv = np.concatenate([self.lv[sel], v])
+        cc = np.concatenate([self.lc[sel], np.zeros(len(g), dtype=I64)])
+        asked = np.arange(len(gg)) >= nl
+        o = np.lexsort((asked, vv, gg))                    # per (group, value): the log's rows, then the asked
+        gs, vs, cs = gg[o], vv[o], cc[o]
+        start = np.ones(len(o), dtype=bool)
+        start[1:] = (gs[1:] != gs[:-1]) | (vs[1:] != vs[:-1])
+        acc = np.cumsum(cs)
+        begin = (acc - cs)[start][np.cumsum(start) - 1]
+        out = np.empty(len(g), dtype=I64)
+        q = asked[o]
+        out[o[q] - nl] = (acc - begin)[q]
+        return out
 
     def _running_best(self, v, out, gi, ends, base):
         """Per segment, the best insert of its group in the batch up to the segment's end (``sr`` > 0 where

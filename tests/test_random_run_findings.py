@@ -33,6 +33,20 @@ CASES = {
          ("run",),
          ("push", "T", [{"a": 2, "d": 1.0}], [45]),
          ("update", "R", [{"e": "y", "a": 1}], [], 45)), 57),
+    # A ROWS window joined with a relation whose row is deleted and inserted again at one instant: in the
+    # join's output a value's delete arrived before the insert it retracts, the group's count reached zero at
+    # the last delete, and MIN/MAX (``IntExtremes._resets``) took that for an emptied group, restarting at
+    # the later inserts: MAX 0 instead of -1 (fixed 2026-11-26).
+    "zero count at the last delete with a value deleted before its insert": Workload(
+        CATALOG,
+        "SELECT R.e, AVG(X.b) AS y0, MAX(X.b) AS y1, MIN(X.b) AS y2 FROM S X [ROWS 4], R WHERE X.a = R.a "
+        "GROUP BY R.e",
+        (("push", "S", [{"b": 0, "a": 0, "c": "Ba"}, {"c": "a_", "b": 2, "a": 1}, {"c": "", "b": -1, "a": 0},
+                        {"b": 0, "a": 1, "c": "b"}], [38, 45, 45, 57]),
+         ("push", "S", [{"b": 0, "a": 1, "c": "b"}], [57]),
+         ("update", "R", [{"a": 1, "e": "zz"}], [], 38),
+         ("update", "R", [{"e": "x", "a": 0}], [], 45),
+         ("update", "R", [{"a": 0, "e": "x"}], [{"e": "x", "a": 0}], 57)), 58),
 }
 
 

@@ -539,8 +539,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
                                          mine.sign * theirs.sign))
         if outs:
             out = outs[0] if len(outs) == 1 else concat(outs)
-            if len(outs) > 1 or len(got) == 2:         # pairs of new deltas carry the later timestamp
-                out = out.take(stable_argsort(out.ts))
+            ts = out.ts                                # pairs of new deltas carry the later timestamp; in
+            if (len(outs) > 1 or len(got) == 2) and not (ts[1:] >= ts[:-1]).all():   # order already: no copy
+                out = out.take(stable_argsort(ts))
             if self.predicate is not None:
                 out = out.take(self.predicate(colmap(out), len(out)))
             self.emit(out)

@@ -124,3 +124,19 @@ def test_running_extreme_at_the_ends_of_int64(want_max):
         best = max if want_max else min
         assert new.tolist() == [vals[0], best(vals[:2]), best(vals[2:])]
         assert old.tolist() == [0, vals[0], 0]
+
+
+@pytest.mark.parametrize("want_max", [True, False])
+def test_zero_count_at_the_last_delete_is_no_reset_when_a_value_went_below_zero(want_max):
+    """One instant of a join's output where a value's delete arrives before the insert it retracts: held
+    {0, -1}, then +0 -0 +(-1) -(-1) -0 -0 +0. The count is zero right after the last delete, but the multiset
+    there is {-1: 1, 0: -1}, not empty; the group ends as {-1}."""
+    x = IntExtremes(want_max)
+    x.grow(1)
+    g = np.zeros(2, dtype=np.int64)
+    x.step(np.array([0, -1]), np.array([1, 1]), g, np.array([1]), np.array([False]), np.array([2]))
+    v = np.array([0, 0, -1, -1, 0, 0, 0])
+    sign = np.array([1, -1, 1, -1, -1, -1, 1])
+    new, old = x.step(v, sign, np.zeros(7, dtype=np.int64), np.array([6]), np.array([True]), np.array([1]))
+    assert new.tolist() == [-1]
+    assert old.tolist() == [0 if want_max else -1]
