@@ -44,6 +44,8 @@ SMALL = 2048                        # rows held up to which one index run is reb
 TINY = 4                            # entries up to which a run is probed by one comparison per entry
 SCAN_CODES = 8                      # probe codes up to which rows not indexed yet are scanned, not sorted
 SCAN_WORK = 16                      # ... while the scans so far stay within this many passes over them
+UNSIGN_WAIT = 1024                  # releases the signed form waits at most before trying to leave it again
+CLAIM_WORK = 16                     # candidate rows per delete up to which deletes are netted as they come
 
 
 class Release(NamedTuple):
@@ -152,6 +154,9 @@ class SortedRunIndexSynopsis(Synopsis):
         self.next_seq = 0                     # signed form: the sequence number of the next row
         self.unindexed: int | None = None     # rows from this sequence number on are in no run yet (``_lazy``)
         self.scanned = 0                      # rows compared by scans of them so far
+        self.unsign_wait = 0                  # releases left before the signed form may be left again
+        self.unsign_backoff = 1               # ... set to this, doubling, each time leaving it did not last
+        self.fresh_log = False                # the log comes from the signed form, no release applied to it yet
 
     def __len__(self) -> int:
         if self.table is not None:
@@ -185,7 +190,7 @@ class SortedRunIndexSynopsis(Synopsis):
         """The release's deletes matched with the oldest live rows (then with its own first inserts), checked
         value for value. Nothing changes. None when they do not match so, or the index is signed: the caller
         then applies the release as signed rows."""
-        if self.table is not None and not self._unsign():
+        if self.table is not None and not self._try_unsign():
             return None
         if ts is None or not len(ts):
             return _NOTHING
@@ -217,7 +222,7 @@ class SortedRunIndexSynopsis(Synopsis):
         deletes are known to retract the oldest live rows in order, then its own first inserts (a RANGE
         window's, ``RangeWindowOp.retracts_in_order``): matched by counting, with no value check. ``codes``
         are the inserts' key codes. None when the index is signed (and stays so)."""
-        if self.table is not None and not self._unsign():
+        if self.table is not None and not self._try_unsign():
             return None
         n_del = len(dels) if dels is not None else 0
         n_ins = len(ins) if ins is not None else 0
@@ -256,6 +261,8 @@ class SortedRunIndexSynopsis(Synopsis):
         """Finish a staged release: its victims, and its inserts that left within it, leave the log; then the
         runs are tidied (after the drop, so that merging leaves out the victims' entries: a tumbling window's
         turnover then merges nothing)."""
+        if self.fresh_log:                    # a first-in-first-out release after leaving the signed form
+            self.fresh_log, self.unsign_backoff = False, 1
         if staged.n_del:
             self.log.drop(staged.n_del)
         if len(self.runs) > 1:
@@ -390,6 +397,10 @@ class SortedRunIndexSynopsis(Synopsis):
     def signed_table(self) -> _Signed:
         """The index in its signed form (converted from the first-in-first-out form if need be)."""
         if self.table is None:
+            if self.fresh_log:                # left the signed form and back at the next release: wait longer
+                self.fresh_log = False
+                self.unsign_wait = self.unsign_backoff
+                self.unsign_backoff = min(2 * self.unsign_backoff, UNSIGN_WAIT)
             log = self.log
             if log is None or not len(log):
                 cols = log.empty_cols() if log is not None else []
@@ -427,12 +438,42 @@ class SortedRunIndexSynopsis(Synopsis):
             t.cols, t.known = [c[:0] for c in cols], True
         seq = self.next_seq + np.arange(len(codes), dtype=np.int64)
         self.next_seq += len(codes)
+        neg = sign < 0
+        if not neg.any():
+            t.merge(sign, cols, codes, seq)
+            return
+        # the inserts first, then the deletes net against every held row, the release's own included (the
+        # state is read only between releases, so netting over the whole batch is exact: a view's changes
+        # insert a row and delete it again in one batch when its source changes twice)
+        pos = np.flatnonzero(~neg)
+        if len(pos):
+            t.merge(sign[pos], [c[pos] for c in cols], codes[pos], seq[pos])
+        d = np.flatnonzero(neg)
+        if len(t.codes):
+            d_at, t_at = t.claim(codes[d], [c[d] for c in cols])
+            if len(d_at):                     # deletes of held rows: the rows leave, nothing is stored
+                t.remove(t_at)
+                if len(d_at) == len(d):
+                    return
+                d = np.delete(d, d_at)
+        sign, cols, codes, seq = sign[d], [c[d] for c in cols], codes[d], seq[d]
         t.merge(sign, cols, codes, seq)
-        n_del = int((sign < 0).sum())
+        n_del = len(d)
         if n_del:
             t.negatives += n_del
             if t.negatives > 64 and t.negatives * 4 > len(t.codes):
                 t.compact()      # after which the index can go back to the first-in-first-out form
+
+    def _try_unsign(self) -> bool:
+        """``_unsign``, unless leaving the signed form has not lasted lately: a relation updated at random
+        (a MAX per key, whose change deletes the old row) nets its deletes as they come (``_Signed.claim``),
+        so its table rarely holds a stored delete, and going to a log and back at every release would cost two
+        passes over every row held. After each such round trip the next ``unsign_wait`` releases stay signed
+        (1, 2, 4, .. ``UNSIGN_WAIT``; back to 1 once a release applies first in, first out)."""
+        if self.unsign_wait:
+            self.unsign_wait -= 1
+            return False
+        return self._unsign()
 
     def _unsign(self) -> bool:
         """Back to the first-in-first-out form if the signed table holds no stored deletes: its rows go into a
@@ -441,6 +482,7 @@ class SortedRunIndexSynopsis(Synopsis):
         if t.negatives:
             return False
         self.table, self.log, self.runs, self.unindexed = None, None, [], None
+        self.fresh_log = True
         if t.known:
             order = stable_argsort(t.seq)
             self.log = RowLog(t.cols)
@@ -469,6 +511,38 @@ class _Signed:
         if self._probe is None or self._probe.codes is not self.codes:
             self._probe = _Run(self.codes, self.seq, 0)
         return self._probe.locate(codes)
+
+    def claim(self, codes: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Held rows that deletes retract: (delete index, table position) for each delete that finds a row
+        (sign +1) with its key code and the very values it carries (floats by their bits, as ``_same``),
+        the oldest such copy (rows of one code are in arrival order); two deletes never claim one row (the
+        later finds none and is stored). Removing a held row is adding its delete, so the multiset is the
+        same either way; the table just stays the size of the relation, with no compaction to pay (a MAX per
+        auction deletes its old row at every change: NEXMark q9). Nothing when the deletes' codes would
+        have more than ``CLAIM_WORK`` candidate rows each on average (then they are stored, as before)."""
+        first, cnt = self.locate(codes)
+        total = int(cnt.sum())
+        if not total or total > CLAIM_WORK * len(codes):
+            return _EMPTY, _EMPTY
+        pidx, tidx = expand(first, cnt)
+        ok = self.sign[tidx] > 0
+        for held, gone in zip(self.cols, cols):
+            ok &= _equal(held[tidx], gone[pidx])
+        pidx, tidx = pidx[ok], tidx[ok]
+        if not len(pidx):
+            return _EMPTY, _EMPTY
+        first_hit = np.ones(len(pidx), dtype=bool)      # each delete's oldest copy (``expand``: in order)
+        first_hit[1:] = pidx[1:] != pidx[:-1]
+        pidx, tidx = pidx[first_hit], tidx[first_hit]
+        _, once = np.unique(tidx, return_index=True)      # a row claimed once: by the earliest delete
+        return pidx[once], tidx[once]
+
+    def remove(self, pos: np.ndarray) -> None:
+        """Drop the rows at these table positions."""
+        keep = np.ones(len(self.codes), dtype=bool)
+        keep[pos] = False
+        self.codes, self.sign, self.seq = self.codes[keep], self.sign[keep], self.seq[keep]
+        self.cols = [c[keep] for c in self.cols]
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
@@ -509,13 +583,14 @@ class _Run:
     begins, so that a probe costs one binary search (or one lookup when the codes span a small range). No
     sequence number in it is below ``low``, so a probe for rows from ``low`` on need not filter."""
 
-    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts", "_most")
+    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts", "_most", "_last")
 
     def __init__(self, codes: np.ndarray, seqs: np.ndarray, low: int) -> None:
         self.codes, self.seqs, self.low = codes, seqs, low
         self._keys: np.ndarray | None = None
         self._starts: np.ndarray | None = None
         self._most: int | None = None
+        self._last: tuple | None = None       # (probe codes, first, count) of the last ``locate``
 
     def most(self) -> int:
         """How many entries the most frequent code has (0 for an empty run): every probe code finds at most
@@ -564,7 +639,18 @@ class _Run:
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the first position of an equal code and how many there are. A run is never
         changed once built, so what a probe needs besides the codes is built once, on first need: where each
-        code of the span begins (codes spanning a small range), or the distinct codes and their bounds."""
+        code of the span begins (codes spanning a small range), or the distinct codes and their bounds.
+        The last probe's answer is kept: a join weighs a release by counting its matches (``counts``), then
+        finds them (``lookup``, ``find``) with the same codes array, unchanged in between (the run never
+        changes; callers write into neither the codes nor the answer)."""
+        last = self._last
+        if last is not None and last[0] is codes:
+            return last[1], last[2]
+        first, cnt = self._locate(codes)
+        self._last = (codes, first, cnt)
+        return first, cnt
+
+    def _locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         table = self.codes
         if len(table) <= TINY and len(codes) > 4 * TINY:
             return self._few(codes)
@@ -679,6 +765,16 @@ def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pidx = np.arange(len(lo)).repeat(cnt)
     tidx = np.arange(total) + (lo + cnt - cnt.cumsum()).repeat(cnt)
     return pidx, tidx
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Equal value for value, per element, as ``_same``: floats by their bits."""
+    if a.dtype.kind == "f" and a.dtype == b.dtype:
+        bits = np.dtype(f"i{a.dtype.itemsize}")
+        a, b = a.view(bits), b.view(bits)
+    elif a.dtype != b.dtype:
+        return np.zeros(len(a), dtype=bool)
+    return np.asarray(a == b, dtype=bool)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
