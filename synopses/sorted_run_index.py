@@ -45,6 +45,7 @@ TINY = 4                            # entries up to which a run is probed by one
 SCAN_CODES = 8                      # probe codes up to which rows not indexed yet are scanned, not sorted
 SCAN_WORK = 16                      # ... while the scans so far stay within this many passes over them
 UNSIGN_WAIT = 1024                  # releases the signed form waits at most before trying to leave it again
+FEW_PROBES = 16                     # probes to a run of at least this many entries each: searched directly
 CLAIM_WORK = 16                     # candidate rows per delete up to which deletes are netted as they come
 
 
@@ -660,6 +661,9 @@ class _Run:
             rel = np.minimum((codes - int(table[0])).view(np.uint64), span)
             first = starts[rel]
             return first, starts[rel + 1] - first
+        if self._keys is None and FEW_PROBES * len(codes) < len(table):
+            lo, hi = search_both(table, codes)      # a few probes: two searches, no pass over the run
+            return lo, hi - lo
         keys, bounds = self._key_bounds()
         i = np.minimum(search(keys, codes), len(keys) - 1)
         lo = bounds[i]

@@ -269,9 +269,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
         held = [len(self.sides[0]), len(self.sides[1])]
         if n_rel[0] * (held[1] + n_rel[1]) + n_rel[1] * (held[0] + n_rel[0]) <= PAIR_BUDGET:
             return parts                                   # cannot pass the budget: the usual release
-        most = [self.sides[0].most_per_key(), self.sides[1].most_per_key()]
-        if n_rel[0] * (most[1] + n_rel[1]) + n_rel[1] * (most[0] + n_rel[0]) <= PAIR_BUDGET:
-            return parts                                   # bounded by the most rows any key has held
+        if 2 * n_rel[0] * n_rel[1] <= PAIR_BUDGET:       # else the bound below cannot hold: not worth a pass
+            most = [self.sides[0].most_per_key(), self.sides[1].most_per_key()]
+            if n_rel[0] * (most[1] + n_rel[1]) + n_rel[1] * (most[0] + n_rel[0]) <= PAIR_BUDGET:
+                return parts                               # bounded by the most rows any key has held
         if self._pairs_bound(comps) <= PAIR_BUDGET:
             return parts                                   # counted by key: within the budget after all
         ts = np.concatenate([b.ts for _, _, b in comps])
