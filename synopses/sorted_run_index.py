@@ -170,7 +170,7 @@ class SortedRunIndexSynopsis(Synopsis):
     def nbytes(self) -> int:
         if self.table is not None:
             t = self.table
-            return rows_bytes(t.seq, t.sign, t.cols) + t.codes.nbytes
+            return rows_bytes(t.seq, t.sign, t.held_cols()) + t.codes.nbytes + t.slot.nbytes
         if self.log is None:
             return 0
         return self.log.nbytes() + sum(r.codes.nbytes + r.seqs.nbytes for r in self.runs)
@@ -424,7 +424,8 @@ class SortedRunIndexSynopsis(Synopsis):
             return pidx, (self.gather(seq) if self.log is not None else []), None
         t = self.table
         pidx, tidx = expand(*t.locate(codes))
-        return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
+        slots = t.slot[tidx]
+        return pidx, [c[slots] for c in t.store], (t.sign[tidx] if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
         """Apply signed rows (inserts and deletes, in time order) with their key codes: matched first in, first
@@ -496,14 +497,57 @@ class SortedRunIndexSynopsis(Synopsis):
 
 
 class _Signed:
-    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number."""
+    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number.
+
+    The rows' columns stay where they were appended (``store``, slots 0 .. ``used``; ``slot`` gives each
+    sorted row's), so that a merge or a removal moves four arrays, not four plus one per column: a view's
+    changes joined as a relation (8 columns, NEXMark q9) are merged into a table of every row at every
+    release. Slots of rows that left are reclaimed once they are half the store (``_repack``)."""
 
     def __init__(self, codes: np.ndarray, sign: np.ndarray, seq: np.ndarray, cols: list[np.ndarray],
                  known: bool) -> None:
-        self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
+        self.codes, self.sign, self.seq = codes, sign, seq
+        self.cols = cols
         self.known = known           # whether the columns' types are known (a row was seen)
         self.negatives = 0
         self._probe: _Run | None = None      # ``codes`` as a run, for its probe tables (rebuilt when they change)
+
+    @property
+    def cols(self) -> list[np.ndarray]:
+        """The columns in table (key) order."""
+        return [c[self.slot] for c in self.store]
+
+    @cols.setter
+    def cols(self, cols: list[np.ndarray]) -> None:
+        """Columns in table order (as many rows as ``codes``) become the store."""
+        self.store = list(cols)
+        self.used = len(self.codes)
+        self.slot = np.arange(self.used, dtype=np.int64)
+
+    def held_cols(self) -> list[np.ndarray]:
+        """The store's columns up to the last slot used (rows that left included: what is held)."""
+        return [c[:self.used] for c in self.store]
+
+    def _append(self, cols: list[np.ndarray], n: int) -> int:
+        """Put ``n`` rows in the next slots (the store grows by doubling); returns the first slot."""
+        used = self.used
+        if used + n > (len(self.store[0]) if self.store else 0):
+            cap = max(used + n, 2 * used, 64)
+            grown = []
+            for old in self.store:
+                a = np.empty(cap, dtype=old.dtype)
+                a[:used] = old[:used]
+                grown.append(a)
+            self.store = grown
+        for a, c in zip(self.store, cols):
+            a[used:used + n] = c
+        self.used = used + n
+        return used
+
+    def _repack(self) -> None:
+        """Drop the slots of rows that left, once they are half the store or more."""
+        if self.used > 2 * len(self.codes) + 64:
+            self.cols = self.cols
 
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the first position of an equal code in the table and how many there are."""
@@ -527,8 +571,9 @@ class _Signed:
             return _EMPTY, _EMPTY
         pidx, tidx = expand(first, cnt)
         ok = self.sign[tidx] > 0
-        for held, gone in zip(self.cols, cols):
-            ok &= _equal(held[tidx], gone[pidx])
+        slots = self.slot[tidx]
+        for held, gone in zip(self.store, cols):
+            ok &= _equal(held[slots], gone[pidx])
         pidx, tidx = pidx[ok], tidx[ok]
         if not len(pidx):
             return _EMPTY, _EMPTY
@@ -543,19 +588,20 @@ class _Signed:
         keep = np.ones(len(self.codes), dtype=bool)
         keep[pos] = False
         self.codes, self.sign, self.seq = self.codes[keep], self.sign[keep], self.seq[keep]
-        self.cols = [c[keep] for c in self.cols]
+        self.slot = self.slot[keep]
+        self._repack()
 
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
         order = stable_argsort(codes)
         sign, codes, seq = sign[order], codes[order], seq[order]
-        cols = [c[order] for c in cols]
+        slot = self._append(cols, len(codes)) + order
         if not len(self.codes):
-            self.sign, self.cols, self.codes, self.seq = sign, cols, codes, seq
+            self.sign, self.codes, self.seq, self.slot = sign, codes, seq, slot
             return
         m = _Merge(self.codes, codes)
         self.sign, self.codes, self.seq = m(self.sign, sign), m(self.codes, codes), m(self.seq, seq)
-        self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
+        self.slot = m(self.slot, slot)
 
     def compact(self) -> None:
         """Net each distinct row's inserts and deletes, keeping as many copies as its count: its newest
@@ -574,7 +620,9 @@ class _Signed:
         after = np.repeat(cpos[starts + lengths - 1], lengths) - cpos      # inserts after each, in its row
         idx = order[pos & (after < np.repeat(net, lengths))]
         idx = idx[stable_argsort(self.codes[idx])]
-        self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
+        cols = [c[idx] for c in self.cols]
+        self.codes, self.seq = self.codes[idx], self.seq[idx]
+        self.cols = cols
         self.sign = np.ones(len(idx), dtype=np.int8)
         self.negatives = 0
 
