@@ -18,9 +18,10 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
   indexes its inserts while its victims stay in place, so that the release's probes find every row it saw,
   and ``adopt`` drops the victims.
 - **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
-  updated at random), a table sorted by key code with a sign per row: a stored delete joins with the opposite
-  sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
-  row's signs netted), after which the index goes back to the first form.
+  updated at random), a table sorted by key code with a sign per row. A delete removes the oldest held row
+  with its key and values (``_Signed.claim``); one that finds none is stored, joins with the opposite sign
+  and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
+  row's signs netted), after which the index goes back to the first form (``_try_unsign``).
 
 Either way the index holds exactly the input's multiset of rows.
 """
