@@ -704,15 +704,15 @@ class _Run:
         table = self.codes
         if len(table) <= TINY and len(codes) > 4 * TINY:
             return self._few(codes)
+        if self._starts is None and self._keys is None and FEW_PROBES * len(codes) < len(table):
+            lo, hi = search_both(table, codes)      # a few probes: two searches, no pass over the run
+            return lo, hi - lo
         if self._small_span():
             starts = self._span_starts()
             span = len(starts) - 2
             rel = np.minimum((codes - int(table[0])).view(np.uint64), span)
             first = starts[rel]
             return first, starts[rel + 1] - first
-        if self._keys is None and FEW_PROBES * len(codes) < len(table):
-            lo, hi = search_both(table, codes)      # a few probes: two searches, no pass over the run
-            return lo, hi - lo
         keys, bounds = self._key_bounds()
         i = np.minimum(search(keys, codes), len(keys) - 1)
         lo = bounds[i]
