@@ -18,9 +18,10 @@ in the order they were inserted (first in, first out; digest-002a section 2.15).
   indexes its inserts while its victims stay in place, so that the release's probes find every row it saw,
   and ``adopt`` drops the victims.
 - **Signed** (``_Signed``): when deletes do not match that way (a window whose size just changed, a relation
-  updated at random), a table sorted by key code with a sign per row: a stored delete joins with the opposite
-  sign and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
-  row's signs netted), after which the index goes back to the first form.
+  updated at random), a table sorted by key code with a sign per row. A delete removes the oldest held row
+  with its key and values (``_Signed.claim``); one that finds none is stored, joins with the opposite sign
+  and cancels its insert; once such rows make up a quarter of the table it is compacted (each distinct
+  row's signs netted), after which the index goes back to the first form (``_try_unsign``).
 
 Either way the index holds exactly the input's multiset of rows.
 """
@@ -44,6 +45,9 @@ SMALL = 2048                        # rows held up to which one index run is reb
 TINY = 4                            # entries up to which a run is probed by one comparison per entry
 SCAN_CODES = 8                      # probe codes up to which rows not indexed yet are scanned, not sorted
 SCAN_WORK = 16                      # ... while the scans so far stay within this many passes over them
+UNSIGN_WAIT = 1024                  # releases the signed form waits at most before trying to leave it again
+FEW_PROBES = 16                     # probes to a run of at least this many entries each: searched directly
+CLAIM_WORK = 16                     # candidate rows per delete up to which deletes are netted as they come
 
 
 class Release(NamedTuple):
@@ -152,6 +156,9 @@ class SortedRunIndexSynopsis(Synopsis):
         self.next_seq = 0                     # signed form: the sequence number of the next row
         self.unindexed: int | None = None     # rows from this sequence number on are in no run yet (``_lazy``)
         self.scanned = 0                      # rows compared by scans of them so far
+        self.unsign_wait = 0                  # releases left before the signed form may be left again
+        self.unsign_backoff = 1               # ... set to this, doubling, each time leaving it did not last
+        self.fresh_log = False                # the log comes from the signed form, no release applied to it yet
 
     def __len__(self) -> int:
         if self.table is not None:
@@ -164,7 +171,7 @@ class SortedRunIndexSynopsis(Synopsis):
     def nbytes(self) -> int:
         if self.table is not None:
             t = self.table
-            return rows_bytes(t.seq, t.sign, t.cols) + t.codes.nbytes
+            return rows_bytes(t.seq, t.sign, t.held_cols()) + t.codes.nbytes + t.slot.nbytes
         if self.log is None:
             return 0
         return self.log.nbytes() + sum(r.codes.nbytes + r.seqs.nbytes for r in self.runs)
@@ -185,7 +192,7 @@ class SortedRunIndexSynopsis(Synopsis):
         """The release's deletes matched with the oldest live rows (then with its own first inserts), checked
         value for value. Nothing changes. None when they do not match so, or the index is signed: the caller
         then applies the release as signed rows."""
-        if self.table is not None and not self._unsign():
+        if self.table is not None and not self._try_unsign():
             return None
         if ts is None or not len(ts):
             return _NOTHING
@@ -217,7 +224,7 @@ class SortedRunIndexSynopsis(Synopsis):
         deletes are known to retract the oldest live rows in order, then its own first inserts (a RANGE
         window's, ``RangeWindowOp.retracts_in_order``): matched by counting, with no value check. ``codes``
         are the inserts' key codes. None when the index is signed (and stays so)."""
-        if self.table is not None and not self._unsign():
+        if self.table is not None and not self._try_unsign():
             return None
         n_del = len(dels) if dels is not None else 0
         n_ins = len(ins) if ins is not None else 0
@@ -256,6 +263,8 @@ class SortedRunIndexSynopsis(Synopsis):
         """Finish a staged release: its victims, and its inserts that left within it, leave the log; then the
         runs are tidied (after the drop, so that merging leaves out the victims' entries: a tumbling window's
         turnover then merges nothing)."""
+        if self.fresh_log:                    # a first-in-first-out release after leaving the signed form
+            self.fresh_log, self.unsign_backoff = False, 1
         if staged.n_del:
             self.log.drop(staged.n_del)
         if len(self.runs) > 1:
@@ -390,6 +399,10 @@ class SortedRunIndexSynopsis(Synopsis):
     def signed_table(self) -> _Signed:
         """The index in its signed form (converted from the first-in-first-out form if need be)."""
         if self.table is None:
+            if self.fresh_log:                # left the signed form and back at the next release: wait longer
+                self.fresh_log = False
+                self.unsign_wait = self.unsign_backoff
+                self.unsign_backoff = min(2 * self.unsign_backoff, UNSIGN_WAIT)
             log = self.log
             if log is None or not len(log):
                 cols = log.empty_cols() if log is not None else []
@@ -412,7 +425,8 @@ class SortedRunIndexSynopsis(Synopsis):
             return pidx, (self.gather(seq) if self.log is not None else []), None
         t = self.table
         pidx, tidx = expand(*t.locate(codes))
-        return pidx, [c[tidx] for c in t.cols], (t.sign[tidx] if t.negatives else None)
+        slots = t.slot[tidx]
+        return pidx, [c[slots] for c in t.store], (t.sign[tidx] if t.negatives else None)
 
     def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
         """Apply signed rows (inserts and deletes, in time order) with their key codes: matched first in, first
@@ -427,12 +441,42 @@ class SortedRunIndexSynopsis(Synopsis):
             t.cols, t.known = [c[:0] for c in cols], True
         seq = self.next_seq + np.arange(len(codes), dtype=np.int64)
         self.next_seq += len(codes)
+        neg = sign < 0
+        if not neg.any():
+            t.merge(sign, cols, codes, seq)
+            return
+        # the inserts first, then the deletes net against every held row, the release's own included (the
+        # state is read only between releases, so netting over the whole batch is exact: a view's changes
+        # insert a row and delete it again in one batch when its source changes twice)
+        pos = np.flatnonzero(~neg)
+        if len(pos):
+            t.merge(sign[pos], [c[pos] for c in cols], codes[pos], seq[pos])
+        d = np.flatnonzero(neg)
+        if len(t.codes):
+            d_at, t_at = t.claim(codes[d], [c[d] for c in cols])
+            if len(d_at):                     # deletes of held rows: the rows leave, nothing is stored
+                t.remove(t_at)
+                if len(d_at) == len(d):
+                    return
+                d = np.delete(d, d_at)
+        sign, cols, codes, seq = sign[d], [c[d] for c in cols], codes[d], seq[d]
         t.merge(sign, cols, codes, seq)
-        n_del = int((sign < 0).sum())
+        n_del = len(d)
         if n_del:
             t.negatives += n_del
             if t.negatives > 64 and t.negatives * 4 > len(t.codes):
                 t.compact()      # after which the index can go back to the first-in-first-out form
+
+    def _try_unsign(self) -> bool:
+        """``_unsign``, unless leaving the signed form has not lasted lately: a relation updated at random
+        (a MAX per key, whose change deletes the old row) nets its deletes as they come (``_Signed.claim``),
+        so its table rarely holds a stored delete, and going to a log and back at every release would cost two
+        passes over every row held. After each such round trip the next ``unsign_wait`` releases stay signed
+        (1, 2, 4, .. ``UNSIGN_WAIT``; back to 1 once a release applies first in, first out)."""
+        if self.unsign_wait:
+            self.unsign_wait -= 1
+            return False
+        return self._unsign()
 
     def _unsign(self) -> bool:
         """Back to the first-in-first-out form if the signed table holds no stored deletes: its rows go into a
@@ -441,6 +485,7 @@ class SortedRunIndexSynopsis(Synopsis):
         if t.negatives:
             return False
         self.table, self.log, self.runs, self.unindexed = None, None, [], None
+        self.fresh_log = True
         if t.known:
             order = stable_argsort(t.seq)
             self.log = RowLog(t.cols)
@@ -453,14 +498,57 @@ class SortedRunIndexSynopsis(Synopsis):
 
 
 class _Signed:
-    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number."""
+    """The signed form: rows sorted by key code, each with a sign (-1: a stored delete) and a sequence number.
+
+    The rows' columns stay where they were appended (``store``, slots 0 .. ``used``; ``slot`` gives each
+    sorted row's), so that a merge or a removal moves four arrays, not four plus one per column: a view's
+    changes joined as a relation (8 columns, NEXMark q9) are merged into a table of every row at every
+    release. Slots of rows that left are reclaimed once they are half the store (``_repack``)."""
 
     def __init__(self, codes: np.ndarray, sign: np.ndarray, seq: np.ndarray, cols: list[np.ndarray],
                  known: bool) -> None:
-        self.codes, self.sign, self.seq, self.cols = codes, sign, seq, cols
+        self.codes, self.sign, self.seq = codes, sign, seq
+        self.cols = cols
         self.known = known           # whether the columns' types are known (a row was seen)
         self.negatives = 0
         self._probe: _Run | None = None      # ``codes`` as a run, for its probe tables (rebuilt when they change)
+
+    @property
+    def cols(self) -> list[np.ndarray]:
+        """The columns in table (key) order."""
+        return [c[self.slot] for c in self.store]
+
+    @cols.setter
+    def cols(self, cols: list[np.ndarray]) -> None:
+        """Columns in table order (as many rows as ``codes``) become the store."""
+        self.store = list(cols)
+        self.used = len(self.codes)
+        self.slot = np.arange(self.used, dtype=np.int64)
+
+    def held_cols(self) -> list[np.ndarray]:
+        """The store's columns up to the last slot used (rows that left included: what is held)."""
+        return [c[:self.used] for c in self.store]
+
+    def _append(self, cols: list[np.ndarray], n: int) -> int:
+        """Put ``n`` rows in the next slots (the store grows by doubling); returns the first slot."""
+        used = self.used
+        if used + n > (len(self.store[0]) if self.store else 0):
+            cap = max(used + n, 2 * used, 64)
+            grown = []
+            for old in self.store:
+                a = np.empty(cap, dtype=old.dtype)
+                a[:used] = old[:used]
+                grown.append(a)
+            self.store = grown
+        for a, c in zip(self.store, cols):
+            a[used:used + n] = c
+        self.used = used + n
+        return used
+
+    def _repack(self) -> None:
+        """Drop the slots of rows that left, once they are half the store or more."""
+        if self.used > 2 * len(self.codes) + 64:
+            self.cols = self.cols
 
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the first position of an equal code in the table and how many there are."""
@@ -470,17 +558,51 @@ class _Signed:
             self._probe = _Run(self.codes, self.seq, 0)
         return self._probe.locate(codes)
 
+    def claim(self, codes: np.ndarray, cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Held rows that deletes retract: (delete index, table position) for each delete that finds a row
+        (sign +1) with its key code and the very values it carries (floats by their bits, as ``_same``),
+        the oldest such copy (rows of one code are in arrival order); two deletes never claim one row (the
+        later finds none and is stored). Removing a held row is adding its delete, so the multiset is the
+        same either way; the table just stays the size of the relation, with no compaction to pay (a MAX per
+        auction deletes its old row at every change: NEXMark q9). Nothing when the deletes' codes would
+        have more than ``CLAIM_WORK`` candidate rows each on average (then they are stored, as before)."""
+        first, cnt = self.locate(codes)
+        total = int(cnt.sum())
+        if not total or total > CLAIM_WORK * len(codes):
+            return _EMPTY, _EMPTY
+        pidx, tidx = expand(first, cnt)
+        ok = self.sign[tidx] > 0
+        slots = self.slot[tidx]
+        for held, gone in zip(self.store, cols):
+            ok &= _equal(held[slots], gone[pidx])
+        pidx, tidx = pidx[ok], tidx[ok]
+        if not len(pidx):
+            return _EMPTY, _EMPTY
+        first_hit = np.ones(len(pidx), dtype=bool)      # each delete's oldest copy (``expand``: in order)
+        first_hit[1:] = pidx[1:] != pidx[:-1]
+        pidx, tidx = pidx[first_hit], tidx[first_hit]
+        _, once = np.unique(tidx, return_index=True)      # a row claimed once: by the earliest delete
+        return pidx[once], tidx[once]
+
+    def remove(self, pos: np.ndarray) -> None:
+        """Drop the rows at these table positions."""
+        keep = np.ones(len(self.codes), dtype=bool)
+        keep[pos] = False
+        self.codes, self.sign, self.seq = self.codes[keep], self.sign[keep], self.seq[keep]
+        self.slot = self.slot[keep]
+        self._repack()
+
     def merge(self, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray, seq: np.ndarray) -> None:
         """Merge rows into key order (after the equal keys already there)."""
         order = stable_argsort(codes)
         sign, codes, seq = sign[order], codes[order], seq[order]
-        cols = [c[order] for c in cols]
+        slot = self._append(cols, len(codes)) + order
         if not len(self.codes):
-            self.sign, self.cols, self.codes, self.seq = sign, cols, codes, seq
+            self.sign, self.codes, self.seq, self.slot = sign, codes, seq, slot
             return
         m = _Merge(self.codes, codes)
         self.sign, self.codes, self.seq = m(self.sign, sign), m(self.codes, codes), m(self.seq, seq)
-        self.cols = [m(a, b) for a, b in zip(self.cols, cols)]
+        self.slot = m(self.slot, slot)
 
     def compact(self) -> None:
         """Net each distinct row's inserts and deletes, keeping as many copies as its count: its newest
@@ -499,7 +621,9 @@ class _Signed:
         after = np.repeat(cpos[starts + lengths - 1], lengths) - cpos      # inserts after each, in its row
         idx = order[pos & (after < np.repeat(net, lengths))]
         idx = idx[stable_argsort(self.codes[idx])]
-        self.codes, self.seq, self.cols = self.codes[idx], self.seq[idx], [c[idx] for c in self.cols]
+        cols = [c[idx] for c in self.cols]
+        self.codes, self.seq = self.codes[idx], self.seq[idx]
+        self.cols = cols
         self.sign = np.ones(len(idx), dtype=np.int8)
         self.negatives = 0
 
@@ -509,13 +633,14 @@ class _Run:
     begins, so that a probe costs one binary search (or one lookup when the codes span a small range). No
     sequence number in it is below ``low``, so a probe for rows from ``low`` on need not filter."""
 
-    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts", "_most")
+    __slots__ = ("codes", "seqs", "low", "_keys", "_bounds", "_starts", "_most", "_last")
 
     def __init__(self, codes: np.ndarray, seqs: np.ndarray, low: int) -> None:
         self.codes, self.seqs, self.low = codes, seqs, low
         self._keys: np.ndarray | None = None
         self._starts: np.ndarray | None = None
         self._most: int | None = None
+        self._last: tuple | None = None       # (probe codes, first, count) of the last ``locate``
 
     def most(self) -> int:
         """How many entries the most frequent code has (0 for an empty run): every probe code finds at most
@@ -564,10 +689,24 @@ class _Run:
     def locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each probe code, the first position of an equal code and how many there are. A run is never
         changed once built, so what a probe needs besides the codes is built once, on first need: where each
-        code of the span begins (codes spanning a small range), or the distinct codes and their bounds."""
+        code of the span begins (codes spanning a small range), or the distinct codes and their bounds.
+        The last probe's answer is kept: a join weighs a release by counting its matches (``counts``), then
+        finds them (``lookup``, ``find``) with the same codes array, unchanged in between (the run never
+        changes; callers write into neither the codes nor the answer)."""
+        last = self._last
+        if last is not None and last[0] is codes:
+            return last[1], last[2]
+        first, cnt = self._locate(codes)
+        self._last = (codes, first, cnt)
+        return first, cnt
+
+    def _locate(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         table = self.codes
         if len(table) <= TINY and len(codes) > 4 * TINY:
             return self._few(codes)
+        if self._starts is None and self._keys is None and FEW_PROBES * len(codes) < len(table):
+            lo, hi = search_both(table, codes)      # a few probes: two searches, no pass over the run
+            return lo, hi - lo
         if self._small_span():
             starts = self._span_starts()
             span = len(starts) - 2
@@ -679,6 +818,16 @@ def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pidx = np.arange(len(lo)).repeat(cnt)
     tidx = np.arange(total) + (lo + cnt - cnt.cumsum()).repeat(cnt)
     return pidx, tidx
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Equal value for value, per element, as ``_same``: floats by their bits."""
+    if a.dtype.kind == "f" and a.dtype == b.dtype:
+        bits = np.dtype(f"i{a.dtype.itemsize}")
+        a, b = a.view(bits), b.view(bits)
+    elif a.dtype != b.dtype:
+        return np.zeros(len(a), dtype=bool)
+    return np.asarray(a == b, dtype=bool)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

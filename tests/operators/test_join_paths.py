@@ -109,7 +109,7 @@ key_value = st.one_of(st.integers(0, 3), st.integers(0, 2**20), st.integers(-2**
 @given(st.integers(2, 3), st.lists(st.lists(st.lists(key_value, min_size=3, max_size=3), min_size=1,
                                             max_size=12), min_size=1, max_size=5))
 def test_int_key_codes_equal_exactly_when_keys_are_equal(width, batches):
-    """``JoinOp._int_codes`` (packed bit fields with one id table, or per-column id tables) gives equal codes
+    """``JoinOp._int_codes`` (packed bit fields, or per-column id tables) gives equal codes
     to equal keys and different codes to different keys, across batches and both paths."""
     op = JoinOp.__new__(JoinOp)
     op.int_key_ids = op.pack_bits = None

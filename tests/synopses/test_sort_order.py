@@ -1,6 +1,6 @@
 """``stable_argsort`` and ``stable_lexsort2`` give exactly numpy's stable orderings, on every path: short
 arrays, arrays already in order, 16-bit spans (radix), keys packed with their positions, and spans too wide to
-pack (the plain stable sort); signed, unsigned and extreme int64 values included."""
+pack (sorted by ranks among the distinct keys); signed, unsigned and extreme int64 values included."""
 
 from __future__ import annotations
 
