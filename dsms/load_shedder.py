@@ -716,6 +716,9 @@ def scaled_columns(node: Any) -> list[int]:
     picks: list[int] | None = None
     while True:
         if isinstance(node, L.Filter):
+            if node.keep is not None:           # a selection that outputs some columns picks them
+                pos = list(node.keep)
+                picks = pos if picks is None else [pos[i] if i >= 0 else -1 for i in picks]
             node = node.child
         elif isinstance(node, L.Project):
             pos = []

@@ -16,22 +16,53 @@ from dsms.operators.base import Operator, colmap
 from dsms.queues import Queue
 
 
+def keeps_label(keep) -> str:
+    """What ends a selection's label when it outputs only some of its input's columns (``Filter.keep``), as
+    ``SelectOp`` writes it.
+
+    >>> keeps_label((0, 2)), keeps_label(None)
+    (' [keeps $0, $2]', '')
+    """
+    if keep is None:
+        return ""
+    return f" [keeps {', '.join(f'${c}' for c in keep) or 'no column'}]"
+
+
 class SelectOp(Operator):
     kind = "select"
 
-    def __init__(self, predicate: CompiledExpr, inp: Queue, out: Queue, condition: Any = None) -> None:
+    def __init__(self, predicate: CompiledExpr, inp: Queue, out: Queue, condition: Any = None,
+                 columns: list[int] | None = None) -> None:
         """``condition`` is the predicate's expression tree (over ``$n`` column positions), kept for the load
-        shedder: it reads the comparisons with constants in it to find a selection's promising regions."""
-        super().__init__([inp], out, predicate.text)
+        shedder: it reads the comparisons with constants in it to find a selection's promising regions.
+        ``columns``: the input columns it outputs, in order (None: all); placed by projection pushdown
+        (``Filter.keep``), so the rows kept are copied only in the columns read above, and the EXPLAIN label
+        ends with them (``[keeps $0, $2]``), the operator's output schema."""
+        super().__init__([inp], out, predicate.text + keeps_label(columns))
         self.predicate = predicate
         self.condition = condition
+        self.columns = columns
 
     def on_batch(self, i: int, batch: Batch) -> None:
         n = len(batch)
         mask = self.predicate(colmap(batch), n)
         # one pass (``mask.all()`` was another); the method, as ``np.flatnonzero`` adds two Python wrappers
         keep = mask.nonzero()[0] if type(mask) is np.ndarray and mask.ndim == 1 else np.flatnonzero(mask)
-        if len(keep) == n:
-            self.emit(batch)
-        elif len(keep):
-            self.emit(batch.take(keep))
+        columns = self.columns
+        if columns is None:
+            if len(keep) == n:
+                self.emit(batch)
+            elif len(keep):
+                self.emit(batch.take(keep))
+            return
+        if not len(keep):
+            return
+        cols = batch.cols
+        if len(keep) == n:                   # every row: the kept columns as they are, with their byte counts
+            out = Batch(batch.ts, batch.sign, [cols[c] for c in columns])
+            known = batch.col_bytes
+            if known is not None:
+                out.col_bytes = [known[c] for c in columns]
+        else:
+            out = Batch(batch.ts[keep], batch.sign[keep], [cols[c][keep] for c in columns])
+        self.emit(out)

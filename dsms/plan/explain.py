@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from dsms.agg_spec import agg_label
 from dsms.expr.compile import compile_expr
 from dsms.formats.xml_codec import visible
+from dsms.operators.select import keeps_label
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.plan.xml_plan import to_element
@@ -175,7 +176,7 @@ def _logical_detail(n) -> str:
             return f"{part}ROWS {n.rows}"
         return n.wkind
     if isinstance(n, L.Filter):
-        return _expr(n.predicate, n.child.types)
+        return _expr(n.predicate, n.child.types) + keeps_label(n.keep)
     if isinstance(n, L.Project):
         return ", ".join(_expr(e, n.child.types) for e in n.exprs) + (" [pushed]" if n.pushed else "")
     if isinstance(n, L.Join | L.SemiJoin):

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from dsms.expr.compile import compile_expr
+from dsms.operators.select import keeps_label
 from dsms.plan import logical as L
 
 # a string literal (skipped), or a positional reference: $k, or L$k / R$k (a join's left and right inputs)
@@ -108,7 +109,7 @@ def logical_label(node) -> tuple[str, str]:
             return "row_window", f"ROWS {node.rows}"
         return "window", node.wkind
     if isinstance(node, L.Filter):
-        return "select", _expr(node.predicate, node.child.types)
+        return "select", _expr(node.predicate, node.child.types) + keeps_label(node.keep)
     if isinstance(node, L.Project):
         text = ", ".join(_expr(e, node.child.types) for e in node.exprs)
         return "project", text + (" [pushed]" if node.pushed else "")

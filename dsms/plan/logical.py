@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dsms.cql.ast import Expr
+from dsms.errors import SchemaError
 
 STREAM = "stream"
 RELATION = "relation"
@@ -132,13 +133,25 @@ class Window(_Unary):
 
 @dataclass(frozen=True)
 class Filter(_Unary):
+    """Selection: the child's elements for which ``predicate`` (over the child's columns) holds. ``keep``: the
+    child's columns it outputs, in order (None: all of them); set by projection pushdown, so a selection on a
+    wide input copies only the columns read above it, with no projection after it."""
+
     child: object
     predicate: Expr
     names: tuple[str, ...] = _names()
+    keep: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        keep, width = self.keep, len(self.child.types)
+        if keep is not None and not all(type(k) is int and 0 <= k < width for k in keep):
+            raise SchemaError(f"a selection keeps columns {list(keep)} of an input of {width}")
 
     @property
     def types(self) -> tuple[str, ...]:
-        return self.child.types
+        if self.keep is None:
+            return self.child.types
+        return tuple(self.child.types[k] for k in self.keep)
 
 
 @dataclass(frozen=True)

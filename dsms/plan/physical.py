@@ -77,8 +77,8 @@ class PhysicalPlanner:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
             self._own(node, built, query_id)
             return built.queue
-        if (isinstance(node, L.Join | L.SemiJoin) or isinstance(node, L.Window) and node.wkind != "UNBOUNDED") \
-                and node not in self._plain:
+        if (isinstance(node, L.Join | L.SemiJoin | L.Filter) or isinstance(node, L.Window)
+                and node.wkind != "UNBOUNDED") and node not in self._plain:
             queue = self._share_narrowed(node, query_id)
             if queue is not None:
                 return queue
@@ -184,16 +184,16 @@ class PhysicalPlanner:
         return out, op
 
     def _share_narrowed(self, node, qid) -> Queue | None:
-        """The same window or join (``unnarrow``: the same computation before projection pushdown) built for
-        another query since the last input arrived, but keeping other columns: one over the union of the
-        columns the two keep, which each reads through a projection onto its own (docs/architecture.md,
-        "Projection pushdown and sharing"). None when there is no such build."""
+        """The same window, join or selection (``unnarrow``: the same computation before projection pushdown)
+        built for another query, but keeping other columns: one over the union of the columns the two keep,
+        which each reads through a projection onto its own (docs/architecture.md, "Projection pushdown and
+        sharing"). A stateful build qualifies while no input has arrived since it was built; a stateless one
+        (a selection over a stream) while it holds no unread input. None when there is no such build."""
         origin, want = unnarrow(node)
         found = None
         for n, b in self.memo.items():
-            if (type(n) is type(node) and not self._join_input(node, n) and b.via is None and b.op is not None and n != node
-                    and b.epoch == self.engine.input_epoch and b.queue.tuples_in == b.written
-                    and not self._tuned(n)):
+            if (type(n) is type(node) and not self._join_input(node, n) and b.via is None and b.op is not None
+                    and n != node and self._replaceable(b) and not self._tuned(n)):
                 o, have = unnarrow(n)
                 if o == origin and (found is None or len(have) > len(found[2])):
                     found = (n, b, have)
@@ -215,6 +215,16 @@ class PhysicalPlanner:
             self._own(node, self.memo[node], user)
         self._replace(n, b, node, [kept.index(c) for c in have])
         return queue
+
+    def _replaceable(self, built: Built) -> bool:
+        """Whether another query may read ``built`` through a view, or have it widened (``_replace``): a
+        stateful build while no input has arrived since it was built and nothing was written to it (its
+        state is then what a new build's would be); a stateless one (a selection over a stream, which the
+        memo shares at any time) while its operator has no input waiting, which the engine's run before
+        every registration sees to: a wider selection built now reads from where it would have read on."""
+        if built.stateful:
+            return built.epoch == self.engine.input_epoch and built.queue.tuples_in == built.written
+        return not any(r.pending() for r in built.op.readers)
 
     def _join_input(self, node, other) -> bool:
         """Whether ``node`` and ``other`` must not share one window: one of them is a RANGE window read by a
@@ -322,7 +332,7 @@ class PhysicalPlanner:
         pred = compile_over(node.predicate, node.child.types)
         if pred.type != "BOOLEAN":
             raise SchemaError(f"a condition must be BOOLEAN, not {pred.type}")
-        return out, SelectOp(pred, inp, out, node.predicate)
+        return out, SelectOp(pred, inp, out, node.predicate, None if node.keep is None else list(node.keep))
 
     def _Project(self, node: L.Project, qid):
         inp = self.build(node.child, qid)
@@ -452,7 +462,8 @@ def name_columns(op: Operator, node, via=None) -> None:
 
 
 def view_note(shared) -> str:
-    return f"[view of shared {'window' if isinstance(shared, L.Window) else 'join'}]"
+    what = "window" if isinstance(shared, L.Window) else "select" if isinstance(shared, L.Filter) else "join"
+    return f"[view of shared {what}]"
 
 
 def unique_key(node) -> frozenset | None:
@@ -461,7 +472,11 @@ def unique_key(node) -> frozenset | None:
     if isinstance(node, L.Aggregate):
         return frozenset(range(len(node.group)))
     if isinstance(node, L.Filter):
-        return unique_key(node.child)
+        key = unique_key(node.child)
+        if key is None or node.keep is None:
+            return key
+        where = {k: j for j, k in enumerate(node.keep)}
+        return frozenset(where[k] for k in key) if all(k in where for k in key) else None
     if isinstance(node, L.Project):
         key = unique_key(node.child)
         if key is None:

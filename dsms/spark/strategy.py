@@ -95,7 +95,10 @@ def key_partitionings(node: Any, views: dict[str, Any]) -> set[Cand]:
     if isinstance(node, L.QueryOutput):
         return key_partitionings(views[node.query_id], views)
     if isinstance(node, L.Filter):
-        return key_partitionings(node.child, views)
+        cands = key_partitionings(node.child, views)
+        if node.keep is None:
+            return cands
+        return {(frozenset(j for j, c in enumerate(node.keep) if c in k), a, keyed) for k, a, keyed in cands}
     if isinstance(node, L.Sample):
         if node.percent < 100:
             raise _NotLocal(f"SAMPLE({node.percent:g}) draws per batch; it is not reproducible when split")

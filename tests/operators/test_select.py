@@ -57,3 +57,18 @@ def test_statistics_count_rows_read_and_written():
     h.run()
     assert (h.op.tuples_in, h.op.tuples_out, h.op.selectivity) == (4, 2, 0.5)
     assert h.op.explain() == "select: k < 2"
+
+
+def test_columns_keep_only_those_columns_in_their_order_for_kept_rows_and_whole_batches():
+    h = Harness(lambda inp, out: SelectOp(compiled("k > 1", SCHEMA), inp, out, columns=[2, 0]))
+    h.push([1, 2, 3], [(1, 0.5, "a"), (2, 1.5, "b"), (3, 2.5, "c")], TYPES, sign=[1, -1, 1])
+    assert h.run() == [(2, -1, ("b", 2)), (3, 1, ("c", 3))]
+    h.push([4, 5], [(5, 0.0, "d"), (6, 0.0, "e")], TYPES)                    # every row passes
+    assert h.run() == [(4, 1, ("d", 5)), (5, 1, ("e", 6))]
+    assert h.op.explain() == "select: k > 1 [keeps $2, $0]"      # the harness names the predicate only
+
+
+def test_no_column_kept_still_passes_the_rows_count():
+    h = Harness(lambda inp, out: SelectOp(compiled("k > 1", SCHEMA), inp, out, columns=[]))
+    h.push([1, 2], [(1, 0.5, "a"), (2, 1.5, "b")], TYPES)
+    assert h.run() == [(2, 1, ())]

@@ -19,14 +19,15 @@ def test_aggregate_having_and_projection_by_name() -> None:
     q = eng.execute("SELECT item, COUNT(*) AS n FROM Bid [RANGE 10] GROUP BY item HAVING MAX(price) > 3")
     text = eng.explain(q.id)
     assert "aggregate: GROUP BY item: COUNT(*), MAX(price)" in text
-    assert "select: MAX(price) > 3" in text and "project: item, COUNT(*)" in text
+    assert "select: MAX(price) > 3 [keeps item, COUNT(*)]" in text and "project: item, COUNT(*)" not in text
     assert "project: item, price [pushed]" in text and "$" not in text
     plan = ET.fromstring(eng.explain(q.id, "xml"))
     agg = next(op for op in plan.iter("operator") if op.get("kind") == "aggregate")
     assert agg.get("label").startswith("GROUP BY item: COUNT(*), MAX(price)")
     assert agg.get("positions").startswith("GROUP BY $0: COUNT(*), MAX($1)")
     ops = {op["kind"]: op for op in eng.explain(q.id, "json")["operators"]}
-    assert ops["select"]["positions"] == "$2 > 3" and ops["select"]["label"] == "MAX(price) > 3"
+    assert ops["select"]["positions"] == "$2 > 3 [keeps $0, $1]"
+    assert ops["select"]["label"] == "MAX(price) > 3 [keeps item, COUNT(*)]"
     assert ops["range_window"]["positions"] is None                   # nothing to name: no positions kept
 
 

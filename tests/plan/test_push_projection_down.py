@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import dsms.plan.rules as rules
 from dsms import Engine
 from dsms.cql import ast
+from dsms.errors import SchemaError
 from dsms.plan import logical as L
 from dsms.plan.binder import refs
 
@@ -48,7 +49,8 @@ def shape(node, depth: int = 0) -> str:
                          for e in node.exprs)
         line = f"project {text or '()'}" + (" [pushed]" if node.pushed else "")
     elif isinstance(node, L.Filter):
-        line = f"filter on {_cols(refs(node.predicate))}"
+        line = f"filter on {_cols(refs(node.predicate))}" + (
+            "" if node.keep is None else f" keeping {_cols(node.keep) or '()'}")
     elif isinstance(node, L.Join | L.SemiJoin):
         keys = ", ".join(f"L${a} = R${b}" for a, b in zip(node.left_keys, node.right_keys))
         pred = f" and on {_cols(refs(node.predicate))}" if node.predicate is not None else ""
@@ -88,10 +90,9 @@ def test_below_a_range_window_above_its_filter():
     assert plan("SELECT a FROM S [RANGE 10] WHERE c > 1") == lines("""
     ISTREAM
       window RANGE 10
-        project $0 [pushed]
-          filter on $2
-            S
-    """)                                  # the select list's projection now does nothing: gone
+        filter on $2 keeping $0
+          S
+    """)                # the filter outputs a alone; the select list's projection does nothing: gone
 
 
 @pytest.mark.parametrize("window", ["RANGE 10 SLIDE 5", "ROWS 3", "RANGE UNBOUNDED", "NOW"])
@@ -113,15 +114,14 @@ def test_partition_by_keeps_its_columns():
 def test_into_joins_keys_and_predicates():
     assert plan("SELECT S.a, T.e FROM S [RANGE 5], T [RANGE 5] WHERE S.a = T.a AND S.b < T.d") == lines("""
     ISTREAM
-      project $0, $4
-        filter on $1, $3
-          join L$0 = R$0
-            window RANGE 5
-              project $0, $1 [pushed]
-                S
-            window RANGE 5
-              T
-    """)                                  # S drops c; T needs all three
+      filter on $1, $3 keeping $0, $4
+        join L$0 = R$0
+          window RANGE 5
+            project $0, $1 [pushed]
+              S
+          window RANGE 5
+            T
+    """)                                  # S drops c; T needs all three; the filter drops b and d
 
 
 def test_on_join_inputs_that_are_no_window():
@@ -140,11 +140,10 @@ def test_on_join_inputs_that_are_no_window():
     ISTREAM
       project $0, $2
         join L$0 = R$0
-          project $0 [pushed]
-            filter on $1
-              window ROWS 3
-                project $0, $2 [pushed]
-                  S
+          filter on $1 keeping $0
+            window ROWS 3
+              project $0, $2 [pushed]
+                S
           window RANGE 5
             project $0, $2 [pushed]
               T
@@ -168,11 +167,10 @@ def test_star_keeps_every_column_and_qualified_star_its_table():
 def test_aggregates_read_group_argument_and_having_columns():
     assert plan("SELECT a, COUNT(DISTINCT b) AS n FROM S [RANGE 5] GROUP BY a HAVING MAX(c) > 1") == lines("""
     changelog
-      project $0, $1
-        filter on $2
-          aggregate by $0: COUNT($1), MAX($2)
-            window RANGE 5
-              S
+      filter on $2 keeping $0, $1
+        aggregate by $0: COUNT($1), MAX($2)
+          window RANGE 5
+            S
     """)                                  # a, b and c are all read: nothing to drop
     assert plan("SELECT a, SUM(b) AS n FROM S [RANGE 5] GROUP BY a") == lines("""
     changelog
@@ -228,14 +226,13 @@ def test_bag_union_of_an_or_narrows_both_branches():
             window RANGE 5
               project $1 [pushed]
                 T
-        project $0 [pushed]
-          filter on $2
-            anti-join L$1 = R$0
-              window RANGE 5
-                S
-              window RANGE 5
-                project $1 [pushed]
-                  T
+        filter on $2 keeping $0
+          anti-join L$1 = R$0
+            window RANGE 5
+              S
+            window RANGE 5
+              project $1 [pushed]
+                T
     """)
 
 
@@ -340,6 +337,11 @@ QUERIES = [
     "SELECT COUNT(*) AS n FROM S [RANGE 3], T [RANGE 3]",
     "SELECT b FROM S [RANGE 3] WHERE a = 1",
     "SELECT a, SUM(c) AS s FROM S [RANGE 3] WHERE b > 0 GROUP BY a",
+    "SELECT a FROM S WHERE b > 0",                                     # one selection, three widths: shared
+    "SELECT c, a FROM S WHERE b > 0",
+    "SELECT * FROM S WHERE b > 0",
+    "SELECT a, COUNT(*) AS n FROM S [RANGE 3] GROUP BY a HAVING MAX(c) > 0",     # HAVING drops MAX(c)
+    "SELECT a, c * 2 AS d FROM S",                  # one projection over the stream, none pushed before it
 ]
 
 # (instant gap, input, a, b or d, c or e); R takes inserts only
@@ -524,3 +526,74 @@ def test_a_query_that_fails_to_build_after_widening_leaves_the_other_working(mon
     assert "[view of shared window]" in eng.explain(q1.id)
     _feed(eng)
     assert q1.drain() == _alone(A_BY_A)
+
+
+# ------------------------------------------------------------------------------------ selections that narrow
+
+def test_a_selection_outputs_only_the_columns_read_above_it():
+    eng = engine()
+    q = eng.execute("SELECT c FROM S WHERE b > 1")
+    assert [(op.kind, _positions(op)) for op in eng.ops] == [("select", "$1 > 1 [keeps $2]"),
+                                                            ("to_stream", "ISTREAM (eager)")]
+    assert "select: b > 1 [keeps c]" in eng.explain(q.id)          # the operator's output, by name
+    _feed(eng)
+    # b = i > 1 for the rows i = 2..5 of _feed, stamped 2, 3, 5, 6, with c = 10 - i
+    assert [(e.ts, e.row) for e in q.drain()] == [(2, {"c": 8}), (3, {"c": 7}), (5, {"c": 6}), (6, {"c": 5})]
+
+
+def test_selections_reading_other_columns_share_one_selection_over_the_union():
+    eng = engine()
+    q1 = eng.execute("SELECT a FROM S WHERE b > 1")
+    (first,) = _ops(eng, "select")
+    q2 = eng.execute("SELECT c FROM S WHERE b > 1")
+    (select,) = _ops(eng, "select")
+    assert select is not first and first.id not in eng.registry and select.owners == {q1.id, q2.id}
+    assert _positions(select) == "$1 > 1 [keeps $0, $2]"
+    views = [op for op in eng.ops if op.input_queues[0] is select.output]
+    assert sorted(_positions(v) for v in views) == ["$0 [view of shared select]", "$1 [view of shared select]"]
+    q3 = eng.execute("SELECT a FROM S WHERE b > 1")          # q1's plan again: all of it shared
+    assert {op.id for op in eng.ops if q3.id in op.owners} == {op.id for op in eng.ops if q1.id in op.owners}
+    _feed(eng)
+    assert q1.drain() == _alone("SELECT a FROM S WHERE b > 1") == q3.drain()
+    assert q2.drain() == _alone("SELECT c FROM S WHERE b > 1")
+
+
+def test_a_selection_is_widened_after_input_too_and_no_element_is_lost_or_repeated():
+    """A selection over a stream holds no state: a later query may widen it whenever its input is read up
+    (the engine runs before every registration), and the earlier query reads on through a projection."""
+    eng = engine()
+    q1 = eng.execute("SELECT a FROM S WHERE b > 1")
+    eng.push("S", [{"a": 1, "b": 5, "c": 0}], ts=1)           # not run: the registration below runs it
+    q2 = eng.execute("SELECT a, c FROM S WHERE b > 1")
+    (select,) = _ops(eng, "select")
+    assert select.owners == {q1.id, q2.id} and _positions(select) == "$1 > 1 [keeps $0, $2]"
+    eng.push("S", [{"a": 2, "b": 5, "c": 7}, {"a": 3, "b": 0, "c": 8}], ts=2)
+    eng.heartbeat(9)
+    eng.run()
+    assert [(e.ts, e.row) for e in q1.drain()] == [(1, {"a": 1}), (2, {"a": 2})]
+    assert [(e.ts, e.row) for e in q2.drain()] == [(2, {"a": 2, "c": 7})]
+
+
+def test_a_selection_whose_knobs_were_written_is_not_replaced():
+    eng = engine()
+    eng.execute("SELECT a FROM S WHERE b > 1")
+    (select,) = _ops(eng, "select")
+    eng.set(select.id, "priority", 3)
+    q2 = eng.execute("SELECT c FROM S WHERE b > 1")
+    assert select in eng.ops and len(_ops(eng, "select")) == 2
+    _feed(eng)
+    assert q2.drain() == _alone("SELECT c FROM S WHERE b > 1")
+
+
+def test_a_plan_file_keeps_what_a_selection_keeps_and_a_bad_keep_is_refused():
+    eng = engine()
+    q1 = eng.execute("SELECT c FROM S WHERE b > 1")
+    xml = eng.plan_xml(q1.id)
+    q2 = eng.load_plan(xml)
+    assert "select: b > 1 [keeps c]" in eng.explain(q2.id)
+    _feed(eng)
+    assert q2.drain() == q1.drain() == _alone("SELECT c FROM S WHERE b > 1")
+    bad = xml.replace('<value v="i:2" />', '<value v="i:7" />')
+    assert bad != xml
+    with pytest.raises(SchemaError, match="keeps columns \\[7\\] of an input of 3"):
+        eng.load_plan(bad)

@@ -25,6 +25,7 @@ def push_filter_below_window(node):
         node = replace(node, **changes)
     if isinstance(node, L.Filter) and isinstance(node.child, L.Window) and node.child.wkind in ("RANGE",
                                                                                                 "UNBOUNDED"):
-        w = node.child
-        return replace(w, child=L.Filter(w.child, node.predicate, names=w.child.names))
+        w = node.child          # a RANGE or UNBOUNDED window has no PARTITION BY: no column to remap
+        return replace(w, child=L.Filter(w.child, node.predicate, names=node.names, keep=node.keep),
+                       names=node.names)
     return node

@@ -7,11 +7,14 @@ A window never reads a value except its PARTITION BY columns, and a duplicate-pr
 every element, so π_A(W(S)) = W(π_A(S)) for every window (RANGE, SLIDE, ROWS, PARTITION BY with its columns
 in A, NOW, UNBOUNDED): ROWS and PARTITION BY count elements, not distinct rows. A narrowing projection
 (``Project.pushed``) goes directly below each window (above its filter and sample) and on each input of a
-join, semi-join and UNION ALL; existing projections drop what nobody above reads, and one left doing nothing
-disappears. Where it stops: DISTINCT, UNION, EXCEPT, INTERSECT (with or without ALL, but for UNION ALL) and
-ISTREAM, DSTREAM, RSTREAM compare whole rows, so they keep every column of their input; an aggregate keeps
-its output whole and needs its group and argument columns. Correlated subqueries are joins and semi-joins by
-now, so they need what their predicates read like any join.
+join, semi-join and UNION ALL; a selection outputs only the columns read above it (``Filter.keep``: it copies
+the rows it keeps anyway, so a projection after it would be one more operator after a copy of columns nobody
+reads); existing projections drop what nobody above reads, one left doing nothing disappears, and one that
+computes over an UNBOUNDED window (no operator) reads through the pushed projection below it. Where it
+stops: DISTINCT, UNION, EXCEPT, INTERSECT (with or without ALL, but for UNION ALL) and ISTREAM, DSTREAM,
+RSTREAM compare whole rows, so they keep every column of their input; an aggregate keeps its output whole and
+needs its group and argument columns. Correlated subqueries are joins and semi-joins by now, so they need
+what their predicates read like any join.
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ def _prune(node, need: frozenset):
         return replace(node, child=child, partition=tuple(m[p] for p in node.partition),
                        names=_names(node, m)), m
     if isinstance(node, L.Filter):
-        child, m = _prune(node.child, need | refs(node.predicate))
-        return replace(node, child=child, predicate=_remap(node.predicate, m), names=_names(node, m)), m
+        return _filter(node, need)
     if isinstance(node, L.Sample):
         child, m = _prune(node.child, need)
         return replace(node, child=child, names=_names(node, m)), m
@@ -56,6 +58,8 @@ def _prune(node, need: frozenset):
         out = {k: j for j, k in enumerate(keep)}
         if exprs == tuple(positional(j) for j in range(len(child.types))):
             return child, out                                   # it does nothing any more
+        child, m = _through_unbounded(child, m)
+        exprs = tuple(_remap(node.exprs[k], m) for k in keep)
         return replace(node, child=child, exprs=exprs, types=tuple(node.types[k] for k in keep),
                        names=_names(node, out)), out
     if isinstance(node, L.Join | L.SemiJoin):
@@ -75,6 +79,31 @@ def _prune(node, need: frozenset):
     changes = {f: _prune(getattr(node, f), _all(getattr(node, f)))[0]
                for f in ("child", "left", "right") if hasattr(node, f)}
     return (replace(node, **changes) if changes else node), _ident(node)
+
+
+def _through_unbounded(child, m: dict):
+    """A projection reading an UNBOUNDED window (no operator) over a pushed projection reads through both:
+    the pushed one would be a second projection in a row, one more operator run per batch for nothing."""
+    if not (isinstance(child, L.Window) and child.wkind == "UNBOUNDED" and isinstance(child.child, L.Project)
+            and child.child.pushed and all(isinstance(e, ast.ColumnRef) and e.name.startswith("$")
+                                           for e in child.child.exprs)):
+        return child, m
+    inner = child.child
+    src = [int(e.name[1:]) for e in inner.exprs]
+    return replace(child, child=inner.child, names=inner.child.names), {k: src[j] for k, j in m.items()}
+
+
+def _filter(node, need: frozenset):
+    """A selection outputs only the columns ``need`` (``Filter.keep``) and its input what it and they read:
+    it copies the rows it keeps anyway, so narrowing there costs no operator, where a projection after it
+    would be one more, after a copy of columns nobody reads."""
+    base = node.keep if node.keep is not None else range(len(node.child.types))
+    child, m = _prune(node.child, frozenset(base[i] for i in need) | refs(node.predicate))
+    kept = sorted(need)
+    keep = tuple(m[base[i]] for i in kept)
+    out = {i: j for j, i in enumerate(kept)}
+    return replace(node, child=child, predicate=_remap(node.predicate, m),
+                   keep=None if keep == tuple(range(len(child.types))) else keep, names=_names(node, out)), out
 
 
 def _join(node, need: frozenset):
@@ -149,8 +178,8 @@ def unnarrow(node) -> tuple:
                        names=origin.names), kept
     if isinstance(node, L.Filter):
         origin, kept = unnarrow(node.child)
-        return replace(node, child=origin, predicate=_remap(node.predicate, dict(enumerate(kept))),
-                       names=origin.names), kept
+        return replace(node, child=origin, predicate=_remap(node.predicate, dict(enumerate(kept))), keep=None,
+                       names=origin.names), kept if node.keep is None else tuple(kept[k] for k in node.keep)
     if isinstance(node, L.Join | L.SemiJoin):
         (left, lk), (right, rk) = unnarrow(node.left), unnarrow(node.right)
         both = lk + tuple(len(left.types) + k for k in rk)
