@@ -337,6 +337,7 @@ class Reference:
         # highest global heartbeat; timestamps may be negative down to -2**62 (contract: |ts| <= 2**62), so
         # the start is below every legal timestamp, not 0
         self._hb = -(2**62)
+        self._pinned: list = []                   # every AST looked up or executed (see _lookup_query)
         self._reset(None, ())
 
     # ------------------------------------------------------------------ catalog and input
@@ -347,6 +348,7 @@ class Reference:
 
         last = None
         for st in parse(cql):
+            self._pinned.append(st)
             r = self._statement(st)
             if r is not None:
                 last = r
@@ -515,7 +517,11 @@ class Reference:
         if isinstance(query, str):
             from dsms.cql.parser import parse_query
 
-            return None, parse_query(query)
+            query = parse_query(query)
+        # The memo is keyed by id() of AST nodes: a query's tree freed after one call could hand its ids to the
+        # next query's nodes and make them hit its entries (a flaky "unknown column 'R.e'" in schema()). Every
+        # tree looked up stays alive as long as this evaluator, so an id in the memo is never reused.
+        self._pinned.append(query)
         return None, query
 
     def _changelog(self, relfn):
