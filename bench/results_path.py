@@ -82,7 +82,10 @@ async def main():
         code = (f"import asyncio, sys; sys.path.insert(0, {bench_dir!r}); from http_ingest import Reader; "
                 f"asyncio.run(Reader().run({url!r}, 'q1'))")
         reader = subprocess.Popen([sys.executable, "-c", code])
-    while rt.sub is None:
+    deadline = time.perf_counter() + 30
+    while rt.sub is None:                             # the reader's subscription, or a clear failure
+        if time.perf_counter() > deadline or reader.poll() is not None:
+            raise SystemExit("the reader did not subscribe within 30 s")
         await asyncio.sleep(0.01)
     ts, sent = 1764125000000, 0
     c0, w0 = time.process_time(), time.perf_counter()
@@ -94,7 +97,10 @@ async def main():
                             [K.copy(), V.copy(), TAG.copy()])
         rt.sub.offer(chunk)
         sent += n
+    deadline = time.perf_counter() + 30
     while rt.sub.buffered:                            # until the last batch is written
+        if time.perf_counter() > deadline:
+            raise SystemExit("the reader stopped reading: batches still buffered after 30 s")
         await asyncio.sleep(0.001)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     print(f"{cpu * 1e6 / sent:.4f} {sent / wall:.0f}")
