@@ -123,12 +123,16 @@ class RowLog:
         which = np.searchsorted(np.array([s.seq0 for s in segs], dtype=np.int64), seq, side="right") - 1
         out = [np.empty(len(seq), dtype=np.result_type(*[s.cols[j].dtype for s in segs]))
                for j in range(len(self.dtypes))]
-        for k, s in enumerate(segs):
-            hit = np.flatnonzero(which == k)
-            if len(hit):
-                pos = seq[hit] - s.seq0
-                for o, c in zip(out, s.cols):
-                    o[hit] = c[pos]
+        # Grouped by segment with one sort, so the cost does not grow with the number of segments (an
+        # unbounded window fed large releases keeps one segment per release).
+        order = np.argsort(which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(len(segs) + 1))
+        for k in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+            s = segs[k]
+            hit = order[bounds[k]:bounds[k + 1]]
+            pos = seq[hit] - s.seq0
+            for o, c in zip(out, s.cols):
+                o[hit] = c[pos]
         return out
 
     def drop(self, n: int) -> None:
