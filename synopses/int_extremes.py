@@ -57,6 +57,8 @@ class IntExtremes:
     ([7], [9])
     """
 
+    keep_log = True          # False over an input that never deletes: the multiset is never read, so not kept
+
     def __init__(self, want_max: bool) -> None:
         self.want_max = want_max
         self.ext = np.zeros(0, dtype=I64)           # extreme per group id, meaningful while the group has rows
@@ -110,6 +112,8 @@ class IntExtremes:
         base = self.ext[seg_g]
         if not is_del.any():               # inserts only (a stream, an unbounded join): one running extreme
             return self._inserts(v, g_s, gi, ends, seg_gi, seg_g, first, had, base)
+        if not self.keep_log:
+            raise RuntimeError("a delete reached a MIN/MAX kept without its multiset (an input that never deletes)")
         # segments whose deletes empty their group: the group starts afresh there (an epoch), its extremes
         # from then on those of the later inserts alone; rows cut by such a reset leave the running extreme
         reset, cut, seg_row = self._resets(v, sign, is_del, g_s, ends, new_cnt)
@@ -561,7 +565,7 @@ class IntExtremes:
         doubled since the last netting, or, while only inserts were added since (each log row then stands for
         live rows: netting would only merge repeats of a value), once it has grown eightfold (an insert-only
         input, NEXMark q4's MAX over a join: the log then stays within eight times its distinct values)."""
-        if not len(g):
+        if not len(g) or not self.keep_log:
             return
         fresh = not len(self.lg) and not self.tail
         self.tail.append((g.copy(), v.copy(), None if c is None else c.copy()))

@@ -355,7 +355,8 @@ class PhysicalPlanner:
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
         if vectorisable(node.aggs, arg_types):
-            op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+            op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
+                                   insert_only=node.child.monotone)
         else:
             op = AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
                              keep_values=not node.child.monotone)
