@@ -12,6 +12,7 @@ import numpy as np
 
 from dsms.batch import Batch, concat, from_rows, take_until
 from dsms.operators.base import Operator
+from dsms.operators.keyed_fold import fold_keyed
 from synopses.base import deep_bytes
 from synopses.rowcodes import hashed_codes, row_codes, row_hashes, segments, value_keys
 from synopses.sort_order import stable_argsort
@@ -308,10 +309,13 @@ class ChangelogOp(NettingOperator):
     kind = "changelog"
 
     def __init__(self, inputs, output, dtypes: list, eager: bool = False, keep_state: bool = True,
-                 final_net: bool = False) -> None:
+                 final_net: bool = False, key: tuple[int, ...] | None = None) -> None:
         super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
         self.eager = eager or final_net
         self.keep_state = keep_state
+        # with a final input, the columns that identify a row (an aggregate's groups): the log is folded by
+        # key (keyed_fold.py)
+        self.key = key if final_net else None
         self.live: Batch | None = None          # the live copies, ts = the instant each entered (views only)
         self.log: list[Batch] = []              # output batches not yet folded into ``live``
         self.log_rows = 0
@@ -337,7 +341,9 @@ class ChangelogOp(NettingOperator):
         if self.log:
             parts = ([self.live] if self.live is not None else []) + self.log
             if self.log_deletes:
-                self.live = fold_changelog(concat(parts), self.dtypes)
+                b = concat(parts)
+                live = fold_keyed(b, self.key) if self.key is not None else None
+                self.live = live if live is not None else fold_changelog(b, self.dtypes)
             else:               # inserts only (a view over an unbounded join): every copy stays, as it came
                 self.live = concat(parts)
             self.log, self.log_rows, self.log_deletes = [], 0, False

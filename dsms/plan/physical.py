@@ -449,8 +449,10 @@ class PhysicalPlanner:
         out = self._new_queue()
         # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
         # results (the server's snapshot) start from them
+        net = final_net(node.child)
+        key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
-                                keep_state=True, final_net=final_net(node.child))
+                                keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)))
 
 
 def name_columns(op: Operator, node, via=None) -> None:
