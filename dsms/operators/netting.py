@@ -309,9 +309,11 @@ class ChangelogOp(NettingOperator):
     kind = "changelog"
 
     def __init__(self, inputs, output, dtypes: list, eager: bool = False, keep_state: bool = True,
-                 final_net: bool = False, key: tuple[int, ...] | None = None) -> None:
+                 final_net: bool = False, key: tuple[int, ...] | None = None, cancel: bool = True) -> None:
         super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
         self.eager = eager or final_net
+        # False directly above an aggregate, which never emits a row's delete next to an equal insert
+        self.cancel = cancel
         self.keep_state = keep_state
         # with a final input, the columns that identify a row (an aggregate's groups): the log is folded by
         # key (keyed_fold.py)
@@ -350,7 +352,8 @@ class ChangelogOp(NettingOperator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if self.eager:
-            batch = cancel_adjacent(batch)
+            if self.cancel:
+                batch = cancel_adjacent(batch)
             if len(batch):
                 self.emit(batch)
         else:
