@@ -57,6 +57,8 @@ class IntExtremes:
     ([7], [9])
     """
 
+    keep_log = True          # False over an input that never deletes: the multiset is never read, so not kept
+
     def __init__(self, want_max: bool) -> None:
         self.want_max = want_max
         self.ext = np.zeros(0, dtype=I64)           # extreme per group id, meaningful while the group has rows
@@ -67,12 +69,19 @@ class IntExtremes:
         self.log_dels = 0                            # delete rows appended since (an upper bound)
         self.tail: list[tuple] = []                  # batches appended since, joined to the log when read
         self.tail_rows = 0
+        # groups emptied by a reset: their log rows before position drop_at[g] (log, then tail) net to nothing
+        # and are dropped when the log is next read or netted, not on every batch (a copy of the whole log)
+        self.drop_at = np.zeros(0, dtype=I64)
+        self.dropped: list[np.ndarray] = []
 
     def grow(self, size: int) -> None:
         if size > len(self.ext):
             ext = np.zeros(size, dtype=I64)
             ext[:len(self.ext)] = self.ext
             self.ext = ext
+            drop_at = np.zeros(size, dtype=I64)
+            drop_at[:len(self.drop_at)] = self.drop_at
+            self.drop_at = drop_at
 
     def nbytes(self) -> int:
         return (self.ext.nbytes + self.lg.nbytes + self.lv.nbytes + self.lc.nbytes
@@ -86,6 +95,15 @@ class IntExtremes:
             self.lc = np.concatenate([self.lc] + [np.ones(len(g), dtype=I64) if c is None else c
                                                   for g, _, c in self.tail])
             self.tail, self.tail_rows = [], 0
+        if self.dropped:
+            keep = np.arange(len(self.lg)) >= self.drop_at[self.lg]
+            self.drop_at[np.concatenate(self.dropped)] = 0
+            self.dropped = []
+            if not keep.all():
+                self.lg, self.lv, self.lc = self.lg[keep], self.lv[keep], self.lc[keep]
+                self.netted = min(self.netted, len(self.lg))
+                if not len(self.lg):
+                    self.log_dels = 0
 
     def _best(self, a: np.ndarray) -> int:
         return int(a.max()) if self.want_max else int(a.min())
@@ -110,6 +128,8 @@ class IntExtremes:
         base = self.ext[seg_g]
         if not is_del.any():               # inserts only (a stream, an unbounded join): one running extreme
             return self._inserts(v, g_s, gi, ends, seg_gi, seg_g, first, had, base)
+        if not self.keep_log:
+            raise RuntimeError("a delete reached a MIN/MAX kept without its multiset (an input that never deletes)")
         # segments whose deletes empty their group: the group starts afresh there (an epoch), its extremes
         # from then on those of the later inserts alone; rows cut by such a reset leave the running extreme
         reset, cut, seg_row = self._resets(v, sign, is_del, g_s, ends, new_cnt)
@@ -250,7 +270,7 @@ class IntExtremes:
         sa = seg_row[ra]
         pre = ra <= dlast[sa]                              # up to the last delete; the rows after are inserts
         post = ~pre
-        if not post.any():
+        if not post.any() or _apart(v[ra], sa, pre & is_del[ra], post):
             return at_a
         o = _by_group_value(sa, v[ra])
         ra, sa, pre, post = ra[o], sa[o], pre[o], post[o]
@@ -351,18 +371,14 @@ class IntExtremes:
         return sr, uniq[(sr - 1 if self.want_max else u - sr) % u]
 
     def _drop_groups(self, gids: np.ndarray) -> None:
-        """Drop these groups' rows from the log (they net to nothing)."""
+        """Drop these groups' rows from the log (they net to nothing): marked here, by the log's length now (rows
+        appended later stay), and dropped by ``_join_tail`` when the log is next read; they count as deletes, so
+        the log is netted (and they are dropped) once it has doubled."""
         if not len(self.lg) and not self.tail:
             return
-        self._join_tail()
-        mark = np.zeros(len(self.ext), dtype=bool)
-        mark[gids] = True
-        keep = ~mark[self.lg]
-        if not keep.all():
-            self.lg, self.lv, self.lc = self.lg[keep], self.lv[keep], self.lc[keep]
-            self.netted = min(self.netted, len(self.lg))
-            if not len(self.lg):
-                self.log_dels = 0
+        self.drop_at[gids] = len(self.lg) + self.tail_rows
+        self.dropped.append(gids)
+        self.log_dels += 1
 
     def _dirty(self, v, sign, is_del, g_s, gi, ends, seg_gi, new_cnt, dgi, new, had_first) -> None:
         """The extremes of the groups with deletes, segment by segment (written into ``new``). The log rows of
@@ -561,7 +577,7 @@ class IntExtremes:
         doubled since the last netting, or, while only inserts were added since (each log row then stands for
         live rows: netting would only merge repeats of a value), once it has grown eightfold (an insert-only
         input, NEXMark q4's MAX over a join: the log then stays within eight times its distinct values)."""
-        if not len(g):
+        if not len(g) or not self.keep_log:
             return
         fresh = not len(self.lg) and not self.tail
         self.tail.append((g.copy(), v.copy(), None if c is None else c.copy()))
@@ -581,6 +597,29 @@ class IntExtremes:
             keep = net != 0
             self.lg, self.lv, self.lc = g[at][keep], v[at][keep], net[keep]
             self.netted, self.log_dels = len(self.lg), 0
+
+
+def _apart(v: np.ndarray, seg: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether, in every segment (``seg`` ascending, one run each), the values of the rows marked ``a`` and
+    those marked ``b`` lie in ranges that do not meet, so that no value is in both: NEXMark q9's MIN over
+    bid times deletes the old maximum's earlier times and inserts the new bid's later one. Per-segment
+    minima and maxima, no sort.
+
+    >>> _apart(np.array([1, 5, 3, 3]), np.array([0, 0, 1, 1]), np.array([1, 0, 1, 0], bool), np.array([0, 1, 0, 1], bool))
+    False
+    """
+    start = np.empty(len(seg), dtype=bool)
+    start[0] = True
+    np.not_equal(seg[1:], seg[:-1], out=start[1:])
+    at = np.flatnonzero(start)
+    hi, lo = np.iinfo(I64).max, np.iinfo(I64).min
+    a_lo = np.minimum.reduceat(np.where(a, v, hi), at)
+    a_hi = np.maximum.reduceat(np.where(a, v, lo), at)
+    b_lo = np.minimum.reduceat(np.where(b, v, hi), at)
+    b_hi = np.maximum.reduceat(np.where(b, v, lo), at)
+    has_a = np.maximum.reduceat(a, at)
+    has_b = np.maximum.reduceat(b, at)
+    return bool((~has_a | ~has_b | (a_hi < b_lo) | (b_hi < a_lo)).all())
 
 
 def _by_group_value(g: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ import numpy as np
 
 from control_tables import Stat
 from dsms.batch import Batch
+from dsms.operators import extreme_inserts
 from dsms.operators.base import FinalInstantsOperator
 from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
@@ -53,7 +54,7 @@ class VectorAggregateOp(FinalInstantsOperator):
                          doc="result rows left out because an INT SUM was outside int64 (an error, never wrapped)")
 
     def __init__(self, group: tuple[int, ...], aggs: tuple, arg_types: list[str], inp: Queue, out: Queue,
-                 dtypes: list) -> None:
+                 dtypes: list, insert_only: bool = False) -> None:
         label = ", ".join(f"{f}({'*' if a is None else f'${a}'})" for f, a, _ in aggs)
         if group:
             label = f"GROUP BY {', '.join(f'${g}' for g in group)}: " + label
@@ -82,6 +83,13 @@ class VectorAggregateOp(FinalInstantsOperator):
         # without GROUP BY: counts per value while the values are close together (synopses/int_value_counts.py)
         ext = IntExtremes if group else IntValueCounts
         self.extremes = {j: ext(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
+        # an input that never deletes (``insert_only``, the plan's monotonicity): no extreme keeps a multiset,
+        # and MIN/MAX alone take the lean path (dsms/operators/extreme_inserts.py)
+        self.insert_only = insert_only
+        if insert_only and group:
+            for x in self.extremes.values():
+                x.keep_log = False
+        self.lean_extremes = insert_only and extreme_inserts.applies(group, aggs, self.extremes)
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
         self._moments: dict[int, list[float]] = {}  # per SUM/AVG argument: decayed n, sum, sum of squares
         self.counts_only = all(f == "COUNT" for f, _, _ in aggs)    # ``_counts_by_instant`` may apply
@@ -207,6 +215,9 @@ class VectorAggregateOp(FinalInstantsOperator):
             self.key_cols[j][start:self.n] = [k[j] for k in keys]
 
     def process(self, batch: Batch) -> None:
+        if self.lean_extremes:
+            extreme_inserts.fold_inserts(self, batch)
+            return
         n = len(batch)
         if self.counts_only and n and self.int_ids is not None \
                 and self._counts_by_instant(batch, batch.cols[self.group[0]].astype(np.int64, copy=False), True):

@@ -355,7 +355,8 @@ class PhysicalPlanner:
         ctypes = node.child.types
         arg_types = [ctypes[a] if a is not None else None for _, a, _ in node.aggs]
         if vectorisable(node.aggs, arg_types):
-            op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types))
+            op = VectorAggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
+                                   insert_only=node.child.monotone)
         else:
             op = AggregateOp(node.group, node.aggs, arg_types, inp, out, dtypes_of(node.types),
                              keep_values=not node.child.monotone)
@@ -448,8 +449,11 @@ class PhysicalPlanner:
         out = self._new_queue()
         # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
         # results (the server's snapshot) start from them
+        net = final_net(node.child)
+        key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
-                                keep_state=True, final_net=final_net(node.child))
+                                keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
+                                cancel=not _bare_aggregate(node.child))
 
 
 def name_columns(op: Operator, node, via=None) -> None:
@@ -488,6 +492,19 @@ def unique_key(node) -> frozenset | None:
         if all(k in where for k in key):
             return frozenset(where[k] for k in key)
     return None
+
+
+def _bare_aggregate(node) -> bool:
+    """Whether ``node`` is an aggregate with at most a renaming above it (a projection of every column in
+    place): its output pairs a group's delete with an insert only when the row changed (the vectorised and
+    the row-at-a-time aggregate both skip unchanged groups, NaN staying NaN included), so a sink above it
+    finds no adjacent equal pair to cancel."""
+    while isinstance(node, L.Project):
+        if [e.name if isinstance(e, ast.ColumnRef) else None for e in node.exprs] != \
+                [f"${i}" for i in range(len(node.child.types))]:
+            return False
+        node = node.child
+    return isinstance(node, L.Aggregate)
 
 
 def final_net(node) -> bool:
