@@ -27,10 +27,10 @@ from dsms.operators.base import FinalInstantsOperator
 from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
+from synopses.fifo_extremes import FifoExtremes
 from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.int_extremes import IntExtremes
-from synopses.int_value_counts import IntValueCounts
 from synopses.rowcodes import row_codes
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
@@ -79,8 +79,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
         self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
-        # without GROUP BY: counts per value while the values are close together (synopses/int_value_counts.py)
-        ext = IntExtremes if group else IntValueCounts
+        # without GROUP BY: the live rows and a monotonic deque while deletes retract the oldest rows (a RANGE
+        # window's; synopses/fifo_extremes.py), else counts per value while the values are close together
+        # (synopses/int_value_counts.py)
+        ext = IntExtremes if group else FifoExtremes
         self.extremes = {j: ext(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
         self._moments: dict[int, list[float]] = {}  # per SUM/AVG argument: decayed n, sum, sum of squares
@@ -225,13 +227,17 @@ class VectorAggregateOp(FinalInstantsOperator):
         sign = by_group(batch.sign).astype(np.int64)
         # segment = run of one (group, instant); values are taken at segment ends
         seg_end = np.ones(n, dtype=bool)
-        seg_end[:-1] = (g_s[1:] != g_s[:-1]) | (t_s[1:] != t_s[:-1])
+        if self.group:
+            seg_end[:-1] = (g_s[1:] != g_s[:-1]) | (t_s[1:] != t_s[:-1])
+        else:                                      # one group: segments are instants
+            seg_end[:-1] = t_s[1:] != t_s[:-1]
         ends = np.nonzero(seg_end)[0]
         grp_start = np.ones(n, dtype=bool)
         grp_start[1:] = g_s[1:] != g_s[:-1]
         starts_idx = np.nonzero(grp_start)[0]
-        # running count after each row, per group
-        run_cnt = running(sign, grp_start, starts_idx, self.count[g_s])
+        # running count after each row, per group (one group: a plain cumulative sum)
+        run_cnt = running(sign, grp_start, starts_idx, self.count[g_s]) if self.group \
+            else np.cumsum(sign) + self.count[0]
         run_sum = {}
         for a in self.sum_cols:
             v = by_group(batch.cols[a])
