@@ -252,29 +252,36 @@ def _prefix_max(a: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def _records(a: np.ndarray) -> np.ndarray:
     """The positions of the entries of ``a`` that no later entry reaches (strict suffix records), ascending:
-    the last maximum, then the records after it, a maximum at a time while few are found (random values have
-    a few records, each cutting what is left by half on average), then one running maximum over what is left
-    (descending values: every entry is a record).
+    the maximum, then the records after it, a maximum at a time while few are found (random values have a few
+    records, each cutting what is left by half on average; of equal maxima the last), then one running maximum
+    over what is left (descending values: every entry is a record).
 
     >>> _records(np.array([5, 1, 5, 2, 3, 1])).tolist()
     [2, 4, 5]
+    >>> _records(np.array([7] * 40 + [6, 7, 2])).tolist()
+    [41, 42]
     """
     n = len(a)
-    out = []
+    out: list[int] = []
     lo = 0
     for _ in range(16):
         if lo >= n:
             return np.array(out, dtype=I64)
-        rest = a[lo:]
-        p = lo + len(rest) - 1 - int(np.argmax(rest[::-1] == rest.max()))
-        out.append(p)
+        p = lo + int(a[lo:].argmax())                  # the first of the maxima left
+        if out and a[out[-1]] == a[p]:
+            out[-1] = p                                 # a later copy of the same value: only it is strict
+        else:
+            out.append(p)
         lo = p + 1
     if lo >= n:
         return np.array(out, dtype=I64)
     rest = a[lo:]
     rec = np.ones(len(rest), dtype=bool)
     rec[:-1] = rest[:-1] > np.maximum.accumulate(rest[::-1])[::-1][1:]
-    return np.concatenate([np.array(out, dtype=I64), lo + np.flatnonzero(rec)])
+    more = lo + np.flatnonzero(rec)
+    if out and a[out[-1]] == a[more[0]]:
+        out.pop()
+    return np.concatenate([np.array(out, dtype=I64), more])
 
 
 def _range_max(a: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

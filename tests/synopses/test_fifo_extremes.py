@@ -152,3 +152,8 @@ def test_helpers_against_plain_numpy():
         assert _prefix_max(a, ends).tolist() == [int(a[:e].max()) for e in ends]
         rec = [i for i in range(n) if all(a[i] > a[j] for j in range(i + 1, n))]
         assert _records(a).tolist() == rec
+    for a in (np.repeat(np.arange(30, 0, -1), 3), np.repeat(np.arange(30, 0, -1), [1, 2] * 15),
+              np.concatenate([np.arange(40, 0, -1), [40, 40]]), np.full(50, 4)):
+        n = len(a)                                      # more records than the loop takes, with ties
+        rec = [i for i in range(n) if all(a[i] > a[j] for j in range(i + 1, n))]
+        assert _records(a).tolist() == rec
