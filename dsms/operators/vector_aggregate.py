@@ -4,7 +4,9 @@ Source: as ``aggregate.py`` (digest-003 section 3.9; digest-002a section 3.11). 
 COUNT, SUM or AVG without DISTINCT, whose state is a running sum per group, so that a whole batch of deltas
 folds into the state with cumulative sums instead of a Python loop, or MIN/MAX of an INT or TIMESTAMP
 argument, kept by ``synopses/int_extremes.py`` (a running maximum over value ranks for groups that only grow
-in a batch, a recomputation over the group's netted multiset when a delete removes its extreme). Groups get
+in a batch, a recomputation over the group's netted multiset when a delete removes its extreme); without GROUP
+BY by ``synopses/fifo_extremes.py`` while deletes retract the oldest rows (a window over a stream), else by
+``synopses/int_value_counts.py``. Groups get
 dense ids; a batch is sorted by (group, timestamp), the running count and sums give each group's value after
 every instant, and each touched (instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
 disappears and its sums are reset to exactly zero, so no rounding residue outlives it.
