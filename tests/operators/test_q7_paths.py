@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from oracle.generators import Workload, compare, run_engine, run_reference
 
 from dsms import Engine
-from dsms.operators import vector_aggregate
+from dsms.operators import range_window, vector_aggregate
 from synopses.fifo_extremes import FifoExtremes
 from synopses.int_value_counts import IntValueCounts
 
@@ -109,6 +109,23 @@ def test_q7_shape_agrees_with_the_reference(data):
     acts, t = data.draw(actions(data.draw(st.sampled_from([CLOSE, st.integers(0, 1)]))))
     w = Workload(CATALOG, Q7, acts, t + 10)
     compare(run_reference(w), run_engine(w))
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_windows_passing_releases_on_as_slices_agree_with_the_reference(data):
+    """Every release of a window passed on as slices of its delete and insert batches (``PASS_ROWS`` = 1; by
+    default only releases of 65,536 rows or more: a tumbling window's turnover, the final flush), under the
+    aggregates and joins above it."""
+    queries = {**FIFO, **OTHER, "q7": Q7}
+    name = data.draw(st.sampled_from(sorted(queries)))
+    streams = ("S", "T") if name == "join max" else ("S",)
+    acts, t = data.draw(actions(CLOSE, streams, relation=name in ("relation min", "join with a relation")))
+    w = Workload(CATALOG, queries[name], acts, t + 10)
+    expected = run_reference(w)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(range_window, "PASS_ROWS", 1)
+        compare(expected, run_engine(w))
 
 
 def _pushes(eng: Engine, n: int, start: int = 0) -> None:
