@@ -16,6 +16,7 @@ import numpy as np
 
 from control_tables import Knob, Registry
 from dsms import introspect
+from dsms.allocator import keep_freed_memory
 from dsms.approx import Approx, combine
 from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
@@ -189,6 +190,7 @@ class Engine:
     """The embedded engine (SPEC section 5)."""
 
     def __init__(self, config: Mapping | None = None) -> None:
+        keep_freed_memory()                 # large numpy arrays without page faults each time (dsms/allocator.py)
         self.config = dict(DEFAULTS)
         if config:
             flat = {k: v for k, v in config.items() if k in DEFAULTS}

@@ -1,45 +1,8 @@
-"""The server process's C allocator: freed buffers kept for reuse instead of handed back to the kernel.
-
-Why: every result batch the server encodes and writes allocates a few buffers of a few hundred KB (the JSON
-text, its bytes, the HTTP chunk, the socket's send buffer), as does every request body's archive frame, and
-frees them a moment later. glibc serves allocations above its mmap threshold (128 KB, adapted upward as large
-blocks are freed) with ``mmap`` and trims the heap's top once more than twice that is free, so the same
-memory goes back to the kernel after each batch and comes back as fresh zeroed pages on the next one: under
-the end-to-end load of ``bench/http_ingest.py`` those page faults were about 45% of the JSON encoding's cost
-(``perf stat``: 140 faults per 5,000-row batch) and a fifth of the server's CPU time per tuple. Fixed
-thresholds (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) keep up to that much freed memory in the process for the
-next batch. The memory a server holds for data (queues, synopses, readers' buffers) is bounded elsewhere
-(``memory_budget``, ``results.reader_memory``); this only stops the churn of transient buffers.
-
-Only glibc has ``mallopt`` with these parameters; elsewhere (musl, macOS) nothing changes. The environment
-variables ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` still win: they are left alone when set.
-"""
+"""The server process's C allocator settings: ``dsms/allocator.py`` owns them (``Engine()`` sets them too, for
+the engine's numpy arrays); the server calls ``keep_freed_memory`` from here as before."""
 
 from __future__ import annotations
 
-import ctypes
-import os
+from dsms.allocator import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, MMAP_THRESHOLD, TRIM_THRESHOLD, keep_freed_memory
 
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 16 << 20
-"""Allocations below 16 MiB come from the heap (glibc's largest allowed value is 32 MiB on 64-bit)."""
-TRIM_THRESHOLD = 64 << 20
-"""Up to 64 MiB free at the top of the heap is kept rather than returned to the kernel."""
-
-
-def keep_freed_memory() -> bool:
-    """Set glibc's thresholds so transient buffers are reused instead of unmapped and faulted in again;
-    returns whether they were set (False: not glibc, or the environment already chose)."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
-        return False
-    try:
-        libc = ctypes.CDLL(None)       # the process's own symbols, libc's among them (no ldconfig lookup)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    if not hasattr(libc, "gnu_get_libc_version"):     # glibc only: musl's mallopt ignores these parameters
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+__all__ = ["M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory"]

@@ -4,7 +4,9 @@ Source: as ``aggregate.py`` (digest-003 section 3.9; digest-002a section 3.11). 
 COUNT, SUM or AVG without DISTINCT, whose state is a running sum per group, so that a whole batch of deltas
 folds into the state with cumulative sums instead of a Python loop, or MIN/MAX of an INT or TIMESTAMP
 argument, kept by ``synopses/int_extremes.py`` (a running maximum over value ranks for groups that only grow
-in a batch, a recomputation over the group's netted multiset when a delete removes its extreme). Groups get
+in a batch, a recomputation over the group's netted multiset when a delete removes its extreme); without GROUP
+BY by ``synopses/fifo_extremes.py`` while deletes retract the oldest rows (a window over a stream), else by
+``synopses/int_value_counts.py``. Groups get
 dense ids; a batch is sorted by (group, timestamp), the running count and sums give each group's value after
 every instant, and each touched (instant, group) emits its old row as a delete and its new row as an insert. A group whose count reaches zero
 disappears and its sums are reset to exactly zero, so no rounding residue outlives it.
@@ -28,10 +30,10 @@ from dsms.operators.base import FinalInstantsOperator
 from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
 from synopses.base import array_bytes, deep_bytes
+from synopses.fifo_extremes import FifoExtremes
 from synopses.float_sums import FloatSums, running
 from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.int_extremes import IntExtremes
-from synopses.int_value_counts import IntValueCounts
 from synopses.rowcodes import row_codes
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
@@ -80,8 +82,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.count = np.zeros(0, dtype=np.int64)
         self.sums = {a: np.zeros(0, dtype=np.float64 if self.sum_float[a] else np.int64) for a in self.sum_cols}
         self.fsums = {a: FloatSums() for a in self.sum_cols if self.sum_float[a]}    # exact FLOAT sums
-        # without GROUP BY: counts per value while the values are close together (synopses/int_value_counts.py)
-        ext = IntExtremes if group else IntValueCounts
+        # without GROUP BY: the live rows and a monotonic deque while deletes retract the oldest rows (a RANGE
+        # window's; synopses/fifo_extremes.py), else counts per value while the values are close together
+        # (synopses/int_value_counts.py)
+        ext = IntExtremes if group else FifoExtremes
         self.extremes = {j: ext(f == "MAX") for j, (f, _, _) in enumerate(aggs) if f in EXTREME_FUNCS}
         # an input that never deletes (``insert_only``, the plan's monotonicity): no extreme keeps a multiset,
         # and MIN/MAX alone take the lean path (dsms/operators/extreme_inserts.py)
@@ -219,6 +223,9 @@ class VectorAggregateOp(FinalInstantsOperator):
             extreme_inserts.fold_inserts(self, batch)
             return
         n = len(batch)
+        if not self.group and self.extremes and not self.sum_cols and n:
+            self._one_group_extremes(batch)
+            return
         if self.counts_only and n and self.int_ids is not None \
                 and self._counts_by_instant(batch, batch.cols[self.group[0]].astype(np.int64, copy=False), True):
             return
@@ -236,13 +243,17 @@ class VectorAggregateOp(FinalInstantsOperator):
         sign = by_group(batch.sign).astype(np.int64)
         # segment = run of one (group, instant); values are taken at segment ends
         seg_end = np.ones(n, dtype=bool)
-        seg_end[:-1] = (g_s[1:] != g_s[:-1]) | (t_s[1:] != t_s[:-1])
+        if self.group:
+            seg_end[:-1] = (g_s[1:] != g_s[:-1]) | (t_s[1:] != t_s[:-1])
+        else:                                      # one group: segments are instants
+            seg_end[:-1] = t_s[1:] != t_s[:-1]
         ends = np.nonzero(seg_end)[0]
         grp_start = np.ones(n, dtype=bool)
         grp_start[1:] = g_s[1:] != g_s[:-1]
         starts_idx = np.nonzero(grp_start)[0]
-        # running count after each row, per group
-        run_cnt = running(sign, grp_start, starts_idx, self.count[g_s])
+        # running count after each row, per group (one group: a plain cumulative sum)
+        run_cnt = running(sign, grp_start, starts_idx, self.count[g_s]) if self.group \
+            else np.cumsum(sign) + self.count[0]
         run_sum = {}
         for a in self.sum_cols:
             v = by_group(batch.cols[a])
@@ -334,6 +345,52 @@ class VectorAggregateOp(FinalInstantsOperator):
             v = v.astype(self.dtypes[len(self.group) + j], copy=False)
             cols.append(v)
         self.emit(Batch(seg_t[seg].astype(np.int64), sgn, cols))
+
+    def _one_group_extremes(self, batch: Batch) -> None:
+        """``process`` without GROUP BY, for MIN/MAX (and COUNT) alone: the segments are the instants, each
+        one's count after it a cumulative sum at its end, and nothing is sorted or gathered per row (a
+        tumbling window's turnover brings 184,000 rows in NEXMark q7, and each pass over them counts). The
+        output is what ``process`` emits: per instant whose row changed, its old row as a delete, then its
+        new row."""
+        ts, sign = batch.ts, batch.sign
+        n = len(ts)
+        if not self.n:
+            self._add_groups([()])
+        c0 = int(self.count[0])
+        if ts[0] == ts[-1]:
+            ends = np.array([n - 1])
+            new_cnt = np.array([c0 + int(sign.sum(dtype=np.int64))])
+        else:
+            ends = np.append(np.flatnonzero(ts[1:] != ts[:-1]), n - 1)
+            new_cnt = c0 + np.cumsum(sign.astype(np.int64))[ends]
+        old_cnt = np.empty_like(new_cnt)
+        old_cnt[0] = c0
+        old_cnt[1:] = new_cnt[:-1]
+        g_s = np.zeros(n, dtype=np.int64)
+        new_vals, old_vals = [], []
+        for j, (f, a, _) in enumerate(self.aggs):
+            if f == "COUNT":
+                nv, ov = new_cnt, old_cnt
+            else:
+                nv, ov = self.extremes[j].step(batch.cols[a], sign, g_s, ends, old_cnt > 0, new_cnt)
+            new_vals.append(nv)
+            old_vals.append(ov)
+        self.count[0] = new_cnt[-1]
+        changed = (old_cnt > 0) != (new_cnt > 0)
+        for nv, ov in zip(new_vals, old_vals):
+            changed |= nv != ov
+        dele = changed & (old_cnt > 0)
+        ins = changed & (new_cnt > 0)
+        if not (dele.any() or ins.any()):
+            return
+        cnt = dele.astype(np.int64) + ins                    # per instant: its delete, then its insert
+        seg = np.repeat(np.arange(len(ends)), cnt)
+        sgn = np.ones(len(seg), dtype=np.int8)
+        sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+        is_del = sgn < 0
+        cols = [np.where(is_del, ov[seg], nv[seg]).astype(self.dtypes[j], copy=False)
+                for j, (nv, ov) in enumerate(zip(new_vals, old_vals))]
+        self.emit(Batch(ts[ends][seg], sgn, cols))
 
     def _counts_by_instant(self, batch: Batch, code: np.ndarray, keyed: bool) -> bool:
         """COUNTs alone over a batch of few instants (a hopping window's slide is its inserts and deletes at

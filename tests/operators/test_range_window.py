@@ -157,3 +157,29 @@ def test_each_elements_entry_and_exit_are_the_definitions_near_the_ends_of_time(
             want_out.append((out, r))
     assert sorted(held) == sorted(want_in)
     assert sorted(gone) == sorted(want_out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=5), max_size=5),
+       st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=5), max_size=5))
+def test_interleaved_slices_give_the_merged_order(a_ts, b_ts):
+    """``_interleaved`` (a large release passed on as slices) orders the rows as ``merge_by_ts`` of the two
+    lists does, which is a stable sort by timestamp of the first list's rows, then the second's."""
+    def batches(lists, tag):
+        out, t = [], 0
+        for k, ts in enumerate(lists):
+            ts = sorted(t + x for x in ts)
+            t = ts[-1]
+            out.append(Batch(np.array(ts, dtype=np.int64), np.ones(len(ts), dtype=np.int8),
+                             [np.array([f"{tag}{k}.{i}" for i in range(len(ts))], dtype=object)]))
+        return out
+    a, b = batches(a_ts, "a"), batches(b_ts, "b")
+    rows = [(int(t), r) for bt in a + b for t, r in zip(bt.ts, bt.cols[0])]
+    expected = sorted(rows, key=lambda x: x[0])                       # stable: a's rows first at a tie
+    pieces = range_window._interleaved(a, b, 1000)
+    assert [(int(t), r) for p in pieces for t, r in zip(p.ts, p.cols[0])] == expected
+    if a and b:
+        merged = range_window.merge_by_ts(a + b)
+        assert [(int(t), r) for t, r in zip(merged.ts, merged.cols[0])] == expected
+    few = range_window._interleaved(a, b, len(a) + len(b))
+    assert few is None or [(int(t), r) for p in few for t, r in zip(p.ts, p.cols[0])] == expected
