@@ -159,7 +159,32 @@ class JoinOp(JoinStateKind, BinaryOperator):
             f = self.frontier()
         if self.more is not None and self.more < f:
             f = self.more                 # deltas at ``more`` are still to be applied
+        elif self.more is None:
+            f = self._output_frontier(f)
         super().forward_heartbeat(f)
+
+    def _output_frontier(self, f: int) -> int:
+        """The smallest timestamp the join may still output when it has applied everything up to ``f``, the
+        smaller input frontier: every pair is stamped with the time of one of its rows' deltas, so it is the
+        smallest time either side may still deliver. A side with a fused window of a SLIDE delivers at its
+        multiples only (``RangeWindowOp.output_frontier``), or at its deltas released and not applied yet;
+        any other side, at its frontier. Above a tumbling window's join the operators then run once a window
+        end, not once a push (issue 15). A sampled side (``kind``), or a switch of kind waiting, keeps ``f``;
+        a switch applies after the largest heartbeat sent (``applied_until``)."""
+        if f <= NEG_INF or self.gates[0] is not None or self.gates[1] is not None or any(self.pending_kinds):
+            return f
+        out = None
+        for side, w in enumerate(self.windows):
+            if w is None:
+                return f
+            c = w.output_frontier(self.frontiers[side])
+            for held in (w.out_dels, w.out_ins):
+                if held and len(held[0]) and held[0].ts[0] < c:
+                    c = int(held[0].ts[0])
+            out = c if out is None else min(out, c)
+        if out > f and self.applied_until is not None and self.applied_until < out - 1:
+            self.applied_until = out - 1  # nothing can be output below ``out`` now: those instants are done
+        return max(f, out)
 
     def run(self, budget: int = 1 << 30) -> int:
         if self.more is not None and not super().ready():
@@ -228,9 +253,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     w.on_frontier(w.frontier())
                     if self.keep_stats:
                         w.fused_ns += perf_counter_ns() - t0
-                dels, ins = _deletes(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
-                if dels is not None or ins is not None:
-                    part = (dels, ins)
+                if w.out_dels or w.out_ins:
+                    dels, ins = _deletes(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
+                    if dels is not None or ins is not None:
+                        part = (dels, ins)
             if self.gates[side] is not None:              # sampled: what reaches the index is the sample's
                 if part is not None:
                     self.gate(side, part)
