@@ -127,3 +127,29 @@ def test_heartbeats_above_a_tumbling_join_come_at_window_ends():
     eng.heartbeat(25)
     eng.run()
     assert [(e.ts, e.row) for e in q.drain()] == [(10, {"a": 1, "c": "x"})]    # at 20: the same row, no insert
+
+
+def test_the_period_path_holds_until_a_window_changes():
+    """Two tumbling windows of one size are joined a period at a time (``join.epochs``); a new size for one of
+    them ends that for good, the rows held going into the join's indexes, and the answer stays the reference's
+    (the property test above and tests/operators/test_join_fusion.py check the answers)."""
+    from dsms import Engine
+
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT, b INT, c STRING)")
+    eng.execute("REGISTER STREAM T (a INT, d FLOAT)")
+    q = eng.execute("SELECT X.a, X.c, Y.d FROM S [RANGE 5 SLIDE 5] X, T [RANGE 5 SLIDE 5] Y WHERE X.a = Y.a")
+    join = next(op for op in eng.ops if op.kind == "join")
+    assert join.epochs is not None
+    eng.push("S", [{"a": 1, "b": 0, "c": "x"}, {"a": 2, "b": 0, "c": "y"}], ts=[1, 2])
+    eng.push("T", [{"a": 1, "d": 0.5}, {"a": 1, "d": 1.5}], ts=[3, 4])
+    eng.heartbeat(6)
+    eng.run()
+    assert join.epochs is not None and join.epochs.n_pairs == 2 and not len(join.sides[0])
+    eng.set(join.windows[0].id, "range", 10)
+    eng.push("T", [{"a": 1, "d": 2.5}], ts=[7])
+    eng.heartbeat(30)
+    eng.run()
+    assert join.epochs is None
+    got = sorted((e.ts, e.row["d"]) for e in q.drain())
+    assert got == [(5, 0.5), (5, 1.5)]       # the row of T at 7 enters at 10, when X's rows of 5 have left

@@ -58,6 +58,7 @@ from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
+from dsms.operators.tumbling_join import TumblingEpochs
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import search_both, stable_argsort
@@ -92,6 +93,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         # (side, id(batch)) -> its codes, within one release; by side too, since a self-join's two sides read
         # the same batches with different key columns
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
+        self.epochs: TumblingEpochs | None = None     # two tumbling windows of one size: a period at a time
         self.init_join_kind()
 
     # ---------------------------------------------------------------- windows fused into the join
@@ -110,10 +112,13 @@ class JoinOp(JoinStateKind, BinaryOperator):
         window.readers = []
         window.fused = self
         self.windows[side] = window
+        if self.windows[1 - side] is not None and not len(self.sides[0]) and not len(self.sides[1]):
+            self.epochs = TumblingEpochs()    # used while both windows are tumbling of one size (its module)
 
     def unfuse_window(self, side: int) -> None:
         """Give a fused window back its own cursor and output queue (which must be empty so far): the join
         reads the window's output again. The planner does this when a later query shares the window."""
+        self._leave_epochs()
         window = self.windows[side]
         inp, out = window.input_queues[0], window.output
         r = inp.reader()
@@ -149,6 +154,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
 
     def held_bytes(self) -> int:
         n = super().held_bytes() + sum(b.nbytes for g in self.gated for b in g)
+        if self.epochs is not None:
+            n += self.epochs.nbytes()     # the rows and pairs held outside the indexes (tumbling_join.py)
         for w in self.windows:
             if w is not None:
                 n += sum(b.nbytes for b in (*w.out_dels, *w.out_ins))
@@ -238,7 +245,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     out += zip(ts.tolist(), rows.tolist())
         return out
 
+    def _leave_epochs(self) -> None:
+        if self.epochs is not None:
+            self.epochs.leave(self)
+            self.epochs = None
+
     def on_frontier(self, f: int) -> None:
+        if self.epochs is not None and not TumblingEpochs.fits(self):
+            self._leave_epochs()          # a knob changed a window, or the kind: the general path from here
         if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
             self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}
@@ -266,8 +280,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.more = None
         if parts:
             try:
-                parts = self._bounded(parts)
-                self.process(parts)
+                if self.epochs is None or not self.epochs.apply(self, parts, PAIR_BUDGET):
+                    self._leave_epochs()
+                    parts = self._bounded(parts)
+                    self.process(parts)
             finally:
                 self._memo.clear()
         self.applied_until = f if self.more is None else self.more - 1

@@ -138,7 +138,9 @@ class RangeWindowOp(Operator):
                 self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
             else:
                 self.pending_del.append(dele)
-        if self.fused is None:              # fused: the join releases once its run has read its input
+        if self.fused is None or self.store.memory is not None:
+            # fused, the join releases once its run has read its input; but a window over its memory budget
+            # evicts as each batch arrives, fused or not (evictions depend on when the budget is checked)
             self.on_frontier(self.frontier())
 
     def release(self, f: int) -> tuple[list[Batch], list[Batch], Batch | None]:
