@@ -89,6 +89,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
         self.pack_bits: list[int] | None = None          # their bit fields when packed (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
+        self.projects: list = [None, None]     # column projections fused below those windows (``fuse_project``)
+        self._project_rows = [0, 0]            # rows they passed in this run (their statistics)
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
         # (side, id(batch)) -> its codes, within one release; by side too, since a self-join's two sides read
         # the same batches with different key columns
@@ -115,9 +117,42 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if self.windows[1 - side] is not None and not len(self.sides[0]) and not len(self.sides[1]):
             self.epochs = TumblingEpochs()    # used while both windows are tumbling of one size (its module)
 
+    def fuse_project(self, side: int, project) -> None:
+        """Run ``project`` (a ``ProjectOp`` of plain column copies, whose output only the window fused on
+        ``side`` reads) inside this join too: the join reads the projection's input and hands the window the
+        columns it picks. A pushed projection below a window then costs no run, no queue and no scheduling
+        decision of its own at every push (issue 15: two of q8's three runs per push). The projection keeps its
+        entity and statistics; ``unfuse_project`` undoes it."""
+        inp = project.input_queues[0]
+        old, r = self.readers[side], project.readers[0]
+        project.output.detach(old)
+        self.readers[side], self.input_queues[side] = r, inp
+        self.frontiers[side] = project.frontier()
+        project.readers = []
+        project.fused = self
+        self.projects[side] = project
+        self.windows[side].fed_by = project
+
+    def unfuse_project(self, side: int) -> None:
+        """Give a fused projection back its cursor; the join (its window) reads the projection's output again,
+        from a heartbeat at the frontier the projection had passed."""
+        project = self.projects[side]
+        inp, out = project.input_queues[0], project.output
+        r = inp.reader()
+        r.pos = self.readers[side].pos
+        inp.detach(self.readers[side])
+        project.readers, project.fused = [r], None
+        project.frontiers[0] = self.frontiers[side]
+        self.projects[side] = None
+        self.windows[side].fed_by = None
+        self.readers[side], self.input_queues[side] = out.reader(), out
+        if project.frontier() > NEG_INF:
+            project.forward_heartbeat()
+
     def unfuse_window(self, side: int) -> None:
         """Give a fused window back its own cursor and output queue (which must be empty so far): the join
-        reads the window's output again. The planner does this when a later query shares the window."""
+        reads the window's output again. The planner does this when a later query shares the window (after
+        giving back a projection fused below it)."""
         self._leave_epochs()
         window = self.windows[side]
         inp, out = window.input_queues[0], window.output
@@ -205,6 +240,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 self._account(0, self.output.tuples_in - out_before, perf_counter_ns() - t0)
             return 0
         done = super().run(budget)
+        for side, p in enumerate(self.projects):
+            if p is not None and self._project_rows[side]:
+                n, self._project_rows[side] = self._project_rows[side], 0
+                if self.keep_stats:
+                    p._account(n, n, 0)
         for w in self.windows:
             if w is not None and w.fused_items:
                 if self.keep_stats:
@@ -219,6 +259,16 @@ class JoinOp(JoinStateKind, BinaryOperator):
             return
         t0 = perf_counter_ns() if self.keep_stats else 0
         last = int(batch.ts[-1])
+        p = self.projects[i]
+        if p is not None:                 # the fused projection's columns (``ProjectOp.on_batch``, copies only)
+            cols, known = batch.cols, batch.col_bytes
+            picked = Batch(batch.ts, batch.sign, [cols[e] for e in p.exprs])
+            if known is not None:
+                picked.col_bytes = [known[e] for e in p.exprs]
+            batch = picked
+            p.frontiers[0] = max(p.frontiers[0], last)
+            p.last_ts = last
+            self._project_rows[i] += len(batch.ts)
         if last > w.frontiers[0]:
             w.frontiers[0] = last
         w.last_ts = last
@@ -233,6 +283,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if w is not None:
             w.frontiers[0] = self.frontiers[i]
             w.fused_items += 1
+            if self.projects[i] is not None:
+                self.projects[i].frontiers[0] = self.frontiers[i]
 
     def held_stamps(self) -> list[tuple[int, int]]:
         """The deltas waiting for the other input: held in the join, released by a fused window, or passed on

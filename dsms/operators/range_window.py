@@ -84,6 +84,7 @@ class RangeWindowOp(Operator):
         self.out_ins: list[Batch] = []
         self.fused_items = self.fused_rows_in = self.fused_rows_out = self.fused_ns = 0   # this join run's
         self.sampled_by: set[str] = set()       # joins of kind reservoir that number this window's copies
+        self.fed_by = None                      # the projection fused below it, inside the same join (display)
         self.promised = NEG_INF                 # the largest output frontier announced (``output_frontier``)
 
     def _fused_id(self) -> str | None:
