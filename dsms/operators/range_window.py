@@ -115,12 +115,21 @@ class RangeWindowOp(Operator):
             keep = slice(None)
             ins = Batch(ins_t, batch.sign, batch.cols)
             dele = Batch(del_t, -batch.sign, batch.cols)
-        elif type(size) is int and size % self.slide == 0 and _unsaturated(ts, size):
+        elif type(size) is int and size % self.slide == 0 and len(ts) and int(ts[-1]) + size < NEVER:
             # a tumbling or hopping window (its range a multiple of its slide): the first window end at or
-            # after ts + size is the one at or after ts, plus size, and every element enters (size >= 1)
-            ins_t = _ceil_to(ts, self.slide)
+            # after ts + size is the one at or after ts, plus size, and every element enters (size >= 1);
+            # timestamps ascend, so the last is the largest, and a batch within one period (most pushes) has
+            # one end for all
+            s = self.slide
+            first, last = -(-int(ts[0]) // s) * s, -(-int(ts[-1]) // s) * s
+            if first == last:
+                ins_t = np.full(len(ts), first, dtype=np.int64)
+                del_t = np.full(len(ts), first + size, dtype=np.int64)
+            else:
+                ins_t = _ceil_to(ts, s)
+                del_t = ins_t + size
             ins = Batch(ins_t, batch.sign, batch.cols)
-            dele = Batch(ins_t + size, -batch.sign, batch.cols)
+            dele = Batch(del_t, -batch.sign, batch.cols)
         else:
             ins_t = _ceil_to(ts, self.slide)
             del_t = _end_to(_end(ts, size), self.slide)
