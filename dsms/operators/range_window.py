@@ -172,13 +172,12 @@ class RangeWindowOp(Operator):
             dels, ins, evicted = self.release(f)
             if evicted is not None:
                 dels.append(evicted)
-            rows = 0
-            for b in dels:
-                self.window_rows += int(b.sign.sum())
-                rows += len(b)
-            for b in ins:
-                self.window_rows += int(b.sign.sum())
-                rows += len(b)
+            released = dels + ins
+            if not released:
+                return
+            signs = [b.sign for b in released]     # one sum: a tumbling window's end releases every push's batch
+            self.window_rows += int((np.concatenate(signs) if len(signs) > 1 else signs[0]).sum())
+            rows = sum(len(s) for s in signs)
             self.out_dels += dels
             self.out_ins += ins
             self.fused_rows_out += rows

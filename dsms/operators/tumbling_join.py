@@ -66,7 +66,7 @@ class TumblingEpochs:
                 return False
             for b in p:
                 if b is not None and len(b):
-                    ends.update(np.unique(b.ts).tolist())
+                    ends.update(_distinct_sorted(b.ts))
         held = [self.held(0), self.held(1)]
         at = self.at
         codes = {}
@@ -165,6 +165,14 @@ class TumblingEpochs:
                 rel = index.match_ordered(None, b, c)
                 index.adopt(index.stage(rel))
         self.rows, self.pairs, self.n_pairs = [[], []], [], 0
+
+
+def _distinct_sorted(ts: np.ndarray) -> list[int]:
+    """The distinct values of ascending timestamps (a window's release: one or a few window ends), without
+    the sort ``np.unique`` does."""
+    if ts[0] == ts[-1]:
+        return [int(ts[0])]
+    return ts[np.flatnonzero(np.concatenate([[True], ts[1:] != ts[:-1]]))].tolist()
 
 
 def _pairs(mine: Batch, mine_codes: np.ndarray, theirs: list[tuple[Batch, np.ndarray]], side: int):
