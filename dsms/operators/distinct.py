@@ -21,6 +21,8 @@ from synopses.rowcodes import RowIds
 
 # forget rows whose counts are all zero once they outnumber the live ones (and this many)
 COMPACT_MIN = 1 << 14
+RECENT = 2              # batches whose row ids are kept by their column arrays (``RowCounts._ids``)
+RECENT_MIN_ROWS = 64    # ... when they have at least this many rows (fewer cost less to code again)
 
 
 class RowCounts:
@@ -34,6 +36,7 @@ class RowCounts:
         self.rowids = RowIds(dtypes)
         self.counts = np.zeros((sides, 0), dtype=np.int64)      # capacity grows by doubling
         self.live = 0                                           # rows with a nonzero count on some side
+        self._recent: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}   # ``_ids``
 
     def nbytes(self) -> int:
         return self.rowids.nbytes() + self.counts.nbytes
@@ -43,7 +46,7 @@ class RowCounts:
         """Apply the deltas (one int64 array per side, in arrival order) of the rows ``cols``; return, per
         delta, ``f(counts after it) - f(counts before it)``, where f maps the per-side counts to the output
         multiplicity."""
-        ids = self.rowids.ids(cols)
+        ids = self._ids(cols)
         self._reserve(self.rowids.n)
         n = len(ids)
         order = group_order(ids, self.rowids.n)                 # by row; arrival order kept within a row
@@ -77,6 +80,23 @@ class RowCounts:
             self._compact()
         return d
 
+    def _ids(self, cols: list[np.ndarray]) -> np.ndarray:
+        """The rows' ids, reused for the very column arrays of one of the last ``RECENT`` batches: a join of
+        tumbling windows deletes a window's pairs at its end as the arrays it inserted them with
+        (``dsms/operators/tumbling_join.py``), passed on as they are by column projections, and coding them
+        again (a hash lookup per string) was most of q8's DISTINCT (issue 15). The arrays are held with their
+        ids, so no other array can take their ``id``; ids stay valid until ``_compact`` renumbers them."""
+        key = tuple(map(id, cols))
+        hit = self._recent.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], cols)):
+            return hit[1]
+        ids = self.rowids.ids(cols)
+        if len(ids) >= RECENT_MIN_ROWS:
+            self._recent[key] = (list(cols), ids)
+            if len(self._recent) > RECENT:
+                del self._recent[next(iter(self._recent))]
+        return ids
+
     def _reserve(self, n: int) -> None:
         cap = self.counts.shape[1]
         if n > cap:
@@ -85,6 +105,7 @@ class RowCounts:
             self.counts = grown
 
     def _compact(self) -> None:
+        self._recent.clear()              # ids are renumbered
         n = self.rowids.n
         keep = (self.counts[:, :n] != 0).any(axis=0)
         self.rowids.compact(keep)

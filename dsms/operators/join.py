@@ -58,6 +58,7 @@ from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
+from dsms.operators.tumbling_join import TumblingEpochs
 from dsms.queues import Queue
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import search_both, stable_argsort
@@ -88,10 +89,13 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
         self.pack_bits: list[int] | None = None          # their bit fields when packed (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
+        self.projects: list = [None, None]     # column projections fused below those windows (``fuse_project``)
+        self._project_rows = [0, 0]            # rows they passed in this run (their statistics)
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
         # (side, id(batch)) -> its codes, within one release; by side too, since a self-join's two sides read
         # the same batches with different key columns
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
+        self.epochs: TumblingEpochs | None = None     # two tumbling windows of one size: a period at a time
         self.init_join_kind()
 
     # ---------------------------------------------------------------- windows fused into the join
@@ -110,10 +114,46 @@ class JoinOp(JoinStateKind, BinaryOperator):
         window.readers = []
         window.fused = self
         self.windows[side] = window
+        if self.windows[1 - side] is not None and not len(self.sides[0]) and not len(self.sides[1]):
+            self.epochs = TumblingEpochs()    # used while both windows are tumbling of one size (its module)
+
+    def fuse_project(self, side: int, project) -> None:
+        """Run ``project`` (a ``ProjectOp`` of plain column copies, whose output only the window fused on
+        ``side`` reads) inside this join too: the join reads the projection's input and hands the window the
+        columns it picks. A pushed projection below a window then costs no run, no queue and no scheduling
+        decision of its own at every push (issue 15: two of q8's three runs per push). The projection keeps its
+        entity and statistics; ``unfuse_project`` undoes it."""
+        inp = project.input_queues[0]
+        old, r = self.readers[side], project.readers[0]
+        project.output.detach(old)
+        self.readers[side], self.input_queues[side] = r, inp
+        self.frontiers[side] = project.frontier()
+        project.readers = []
+        project.fused = self
+        self.projects[side] = project
+        self.windows[side].fed_by = project
+
+    def unfuse_project(self, side: int) -> None:
+        """Give a fused projection back its cursor; the join (its window) reads the projection's output again,
+        from a heartbeat at the frontier the projection had passed."""
+        project = self.projects[side]
+        inp, out = project.input_queues[0], project.output
+        r = inp.reader()
+        r.pos = self.readers[side].pos
+        inp.detach(self.readers[side])
+        project.readers, project.fused = [r], None
+        project.frontiers[0] = self.frontiers[side]
+        self.projects[side] = None
+        self.windows[side].fed_by = None
+        self.readers[side], self.input_queues[side] = out.reader(), out
+        if project.frontier() > NEG_INF:
+            project.forward_heartbeat()
 
     def unfuse_window(self, side: int) -> None:
         """Give a fused window back its own cursor and output queue (which must be empty so far): the join
-        reads the window's output again. The planner does this when a later query shares the window."""
+        reads the window's output again. The planner does this when a later query shares the window (after
+        giving back a projection fused below it)."""
+        self._leave_epochs()
         window = self.windows[side]
         inp, out = window.input_queues[0], window.output
         r = inp.reader()
@@ -149,6 +189,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
 
     def held_bytes(self) -> int:
         n = super().held_bytes() + sum(b.nbytes for g in self.gated for b in g)
+        if self.epochs is not None:
+            n += self.epochs.nbytes()     # the rows and pairs held outside the indexes (tumbling_join.py)
         for w in self.windows:
             if w is not None:
                 n += sum(b.nbytes for b in (*w.out_dels, *w.out_ins))
@@ -159,7 +201,32 @@ class JoinOp(JoinStateKind, BinaryOperator):
             f = self.frontier()
         if self.more is not None and self.more < f:
             f = self.more                 # deltas at ``more`` are still to be applied
+        elif self.more is None:
+            f = self._output_frontier(f)
         super().forward_heartbeat(f)
+
+    def _output_frontier(self, f: int) -> int:
+        """The smallest timestamp the join may still output when it has applied everything up to ``f``, the
+        smaller input frontier: every pair is stamped with the time of one of its rows' deltas, so it is the
+        smallest time either side may still deliver. A side with a fused window of a SLIDE delivers at its
+        multiples only (``RangeWindowOp.output_frontier``), or at its deltas released and not applied yet;
+        any other side, at its frontier. Above a tumbling window's join the operators then run once a window
+        end, not once a push (issue 15). A sampled side (``kind``), or a switch of kind waiting, keeps ``f``;
+        a switch applies after the largest heartbeat sent (``applied_until``)."""
+        if f <= NEG_INF or self.gates[0] is not None or self.gates[1] is not None or any(self.pending_kinds):
+            return f
+        out = None
+        for side, w in enumerate(self.windows):
+            if w is None:
+                return f
+            c = w.output_frontier(self.frontiers[side])
+            for held in (w.out_dels, w.out_ins):
+                if held and len(held[0]) and held[0].ts[0] < c:
+                    c = int(held[0].ts[0])
+            out = c if out is None else min(out, c)
+        if out > f and self.applied_until is not None and self.applied_until < out - 1:
+            self.applied_until = out - 1  # nothing can be output below ``out`` now: those instants are done
+        return max(f, out)
 
     def run(self, budget: int = 1 << 30) -> int:
         if self.more is not None and not super().ready():
@@ -173,6 +240,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 self._account(0, self.output.tuples_in - out_before, perf_counter_ns() - t0)
             return 0
         done = super().run(budget)
+        for side, p in enumerate(self.projects):
+            if p is not None and self._project_rows[side]:
+                n, self._project_rows[side] = self._project_rows[side], 0
+                if self.keep_stats:
+                    p._account(n, n, 0)
         for w in self.windows:
             if w is not None and w.fused_items:
                 if self.keep_stats:
@@ -187,6 +259,16 @@ class JoinOp(JoinStateKind, BinaryOperator):
             return
         t0 = perf_counter_ns() if self.keep_stats else 0
         last = int(batch.ts[-1])
+        p = self.projects[i]
+        if p is not None:                 # the fused projection's columns (``ProjectOp.on_batch``, copies only)
+            cols, known = batch.cols, batch.col_bytes
+            picked = Batch(batch.ts, batch.sign, [cols[e] for e in p.exprs])
+            if known is not None:
+                picked.col_bytes = [known[e] for e in p.exprs]
+            batch = picked
+            p.frontiers[0] = max(p.frontiers[0], last)
+            p.last_ts = last
+            self._project_rows[i] += len(batch.ts)
         if last > w.frontiers[0]:
             w.frontiers[0] = last
         w.last_ts = last
@@ -201,6 +283,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if w is not None:
             w.frontiers[0] = self.frontiers[i]
             w.fused_items += 1
+            if self.projects[i] is not None:
+                self.projects[i].frontiers[0] = self.frontiers[i]
 
     def held_stamps(self) -> list[tuple[int, int]]:
         """The deltas waiting for the other input: held in the join, released by a fused window, or passed on
@@ -213,7 +297,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     out += zip(ts.tolist(), rows.tolist())
         return out
 
+    def _leave_epochs(self) -> None:
+        if self.epochs is not None:
+            self.epochs.leave(self)
+            self.epochs = None
+
     def on_frontier(self, f: int) -> None:
+        if self.epochs is not None and not TumblingEpochs.fits(self):
+            self._leave_epochs()          # a knob changed a window, or the kind: the general path from here
         if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
             self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}
@@ -228,9 +319,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     w.on_frontier(w.frontier())
                     if self.keep_stats:
                         w.fused_ns += perf_counter_ns() - t0
-                dels, ins = _deletes(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
-                if dels is not None or ins is not None:
-                    part = (dels, ins)
+                if w.out_dels or w.out_ins:
+                    dels, ins = _deletes(take_until(w.out_dels, f)), _joined(take_until(w.out_ins, f))
+                    if dels is not None or ins is not None:
+                        part = (dels, ins)
             if self.gates[side] is not None:              # sampled: what reaches the index is the sample's
                 if part is not None:
                     self.gate(side, part)
@@ -240,8 +332,10 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.more = None
         if parts:
             try:
-                parts = self._bounded(parts)
-                self.process(parts)
+                if self.epochs is None or not self.epochs.apply(self, parts, PAIR_BUDGET):
+                    self._leave_epochs()
+                    parts = self._bounded(parts)
+                    self.process(parts)
             finally:
                 self._memo.clear()
         self.applied_until = f if self.more is None else self.more - 1

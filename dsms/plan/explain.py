@@ -18,14 +18,23 @@ from dsms.plan.xml_plan import to_element
 
 
 def _inputs(op) -> list[tuple[str, object]]:
-    """(id, queue or None) of what feeds ``op``: its input queues, or the windows fused into it."""
+    """(id, queue or None) of what feeds ``op``: its input queues, or the windows fused into it, or for a
+    fused window the projection fused below it."""
+    if getattr(op, "fed_by", None) is not None:
+        return [(op.fed_by.id, None)]
     windows = getattr(op, "windows", None) or [None] * len(op.input_queues)
     return [(w.id, None) if w is not None else (q.id, q) for q, w in zip(op.input_queues, windows)]
 
 
 def _output(op) -> tuple[str, object]:
-    """(id, queue or None) of where ``op``'s output goes: its queue, or the join it is fused into."""
-    return (op.fused.id, None) if op.fused is not None else (op.output.id, op.output)
+    """(id, queue or None) of where ``op``'s output goes: its queue, or the join it is fused into (the
+    window, for a projection fused below one)."""
+    if op.fused is None:
+        return op.output.id, op.output
+    projects = getattr(op.fused, "projects", ())
+    if op in projects:
+        return op.fused.windows[projects.index(op)].id, None
+    return op.fused.id, None
 
 
 def plan_entities(engine, query_id: str) -> dict:

@@ -390,7 +390,18 @@ class PhysicalPlanner:
                 if window is not None:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
+                    self._fuse_project(op, side, child)
         return out, op
+
+    def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
+        """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when
+        that window alone reads it (``JoinOp.fuse_project``)."""
+        built = self.memo.get(window_node.child)
+        op = built.op if built is not None else None
+        if (isinstance(op, ProjectOp) and op.fused is None and all(isinstance(e, int) for e in op.exprs)
+                and built.queue is op.output and op.output._readers == [join.readers[side]]):
+            join.fuse_project(side, op)
+            self.engine.retire_queue(op.output)
 
     def _window_below(self, node) -> RangeWindowOp | None:
         """The RANGE window whose deltas reach a join input through projections and filters only (they keep
@@ -413,10 +424,19 @@ class PhysicalPlanner:
             return op
         return None
 
-    def _unfuse(self, window: RangeWindowOp) -> None:
-        join = window.fused
-        self.engine.restore_queue(window.output)
-        join.unfuse_window(join.windows.index(window))
+    def _unfuse(self, op) -> None:
+        """Give an operator fused into a join back its output queue (a later query reads it): a projection
+        fused below a window first, when the window is the one given back."""
+        join = op.fused
+        if isinstance(op, ProjectOp):
+            self.engine.restore_queue(op.output)
+            join.unfuse_project(join.projects.index(op))
+            return
+        side = join.windows.index(op)
+        if join.projects[side] is not None:
+            self._unfuse(join.projects[side])
+        self.engine.restore_queue(op.output)
+        join.unfuse_window(side)
 
     def _SemiJoin(self, node: L.SemiJoin, qid):
         left = self.build(node.left, qid)

@@ -1,0 +1,186 @@
+"""A join of two tumbling windows of one size, applied a window end at a time (issue 15: NEXMark q8).
+
+Source: SPEC section 3 (``[RANGE T SLIDE T]`` at instant τ holds the elements of the one period ending at the last
+multiple of T at or before τ); digest-002a section 2.15 (Δ(L ⋈ R) for inserts and deletes).
+
+With both inputs tumbling with one period T, the join's state between two window ends is the join of the rows of
+one period, and at the next end every row leaves and the next period's rows enter: every pair leaves, and the
+new pairs are the join of the new rows alone. So at each end the output is the pairs held, deleted, then the
+join of the rows entering, inserted: one sort-merge join of the new rows, and no index of the held rows to
+maintain, probe and tidy (the general path, ``JoinOp._join_fifo``, pays both at each end). Rows that enter at an
+end already applied (elements stamped exactly at the end, arriving after the frontier reached it) join the
+rows held and each other, as in any symmetric join.
+
+The path holds while both windows are fused into the join, tumbling (RANGE = SLIDE, never resized), of one
+size, with no memory budget (no evictions), and the join is exact (no sample), not cutting a release into
+bounded runs, and the release has the shape above (each side's deletes at an end are exactly the rows it
+holds). Anything else ends it for good: the rows held go into the join's indexes as if applied there
+(``leave``), and the general path takes over from the same state, so the answer never depends on the path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dsms.batch import Batch, concat
+from dsms.operators.base import colmap
+from synopses.sort_order import search_both, stable_argsort
+from synopses.sorted_run_index import expand
+
+
+class TumblingEpochs:
+    """The rows each side holds (one period: the window's contents) and the pairs in the join now."""
+
+    def __init__(self) -> None:
+        self.at: int | None = None                            # the window end the rows entered at
+        self.rows: list[list[tuple[Batch, np.ndarray]]] = [[], []]    # per side: (rows, their key codes)
+        self.pairs: list[Batch] = []                          # the pairs inserted at ``at`` (all still held)
+        self.n_pairs = 0
+
+    def held(self, side: int) -> int:
+        return sum(len(b) for b, _ in self.rows[side])
+
+    def nbytes(self) -> int:
+        return sum(b.nbytes + c.nbytes for side in self.rows for b, c in side) + sum(p.nbytes for p in self.pairs)
+
+    @staticmethod
+    def fits(join) -> bool:
+        """Whether the join is in the shape this path handles now (the per-release checks are in ``apply``)."""
+        w0, w1 = join.windows
+        if w0 is None or w1 is None or w0 is w1 or join.more is not None:
+            return False
+        if join.gates[0] is not None or join.gates[1] is not None or any(join.pending_kinds):
+            return False
+        for w in (w0, w1):
+            if len(w._ranges) != 1 or w.range != w.slide or w.store.memory is not None:
+                return False
+        return w0.slide == w1.slide
+
+    def apply(self, join, parts: dict, budget: int) -> bool:
+        """Apply a release (per side, a fused window's (deletes, inserts)) and emit its output; False, with
+        nothing changed, when the release is not of the shape this path handles or would pass ``budget`` pairs."""
+        steps = []
+        ends: set[int] = set()
+        for p in parts.values():
+            if type(p) is not tuple:
+                return False
+            for b in p:
+                if b is not None and len(b):
+                    ends.update(_distinct_sorted(b.ts))
+        held = [self.held(0), self.held(1)]
+        at = self.at
+        codes = {}
+        for t in sorted(ends):
+            new = []
+            for side in (0, 1):
+                dels, ins = parts.get(side, (None, None))
+                n_del = int(np.count_nonzero(dels.ts == t)) if dels is not None else 0
+                if t != at and n_del != held[side] or t == at and n_del:
+                    return False                  # not every held row leaves at a new end: not tumbling
+                if ins is not None:
+                    lo, hi = np.searchsorted(ins.ts, [t, t + 1])
+                    new.append(ins.slice(int(lo), int(hi)) if hi > lo else None)
+                else:
+                    new.append(None)
+            if t != at:
+                held = [0, 0]
+            for side in (0, 1):
+                if new[side] is not None:
+                    held[side] += len(new[side])
+            steps.append((t, new))
+            at = t
+        # the new pairs of every step, counted before anything changes
+        plan = []
+        rows = [list(self.rows[0]), list(self.rows[1])]
+        at = self.at
+        total = 0
+        for t, new in steps:
+            if t != at:
+                rows = [[], []]
+            nc = []
+            for side in (0, 1):
+                b = new[side]
+                if b is None:
+                    nc.append(None)
+                    continue
+                key = (side, id(b))
+                if key not in codes:
+                    codes[key] = join._codes(side, b)
+                nc.append(codes[key])
+            got = []
+            # new left rows against all right rows (held and new), then held left rows against new right rows
+            right = rows[1] + ([(new[1], nc[1])] if new[1] is not None else [])
+            if new[0] is not None and right:
+                got.append((new[0], nc[0], right, 0))
+            if new[1] is not None and rows[0]:
+                got.append((new[1], nc[1], rows[0], 1))
+            pairs = [_pairs(*g) for g in got]
+            total += sum(len(p[0]) for p in pairs)
+            if total > budget:
+                return False
+            plan.append((t, t != at, pairs))
+            for side in (0, 1):
+                if new[side] is not None:
+                    rows[side].append((new[side], nc[side]))
+            at = t
+        for side in (0, 1):
+            join.count_copies(side, parts.get(side))
+        for t, fresh, pairs in plan:
+            if fresh:
+                if self.pairs:
+                    old = concat(self.pairs) if len(self.pairs) > 1 else self.pairs[0]
+                    n = len(old)
+                    join.emit(Batch(np.full(n, t, dtype=np.int64), np.full(n, -1, dtype=np.int8), old.cols))
+                self.pairs, self.n_pairs, self.rows = [], 0, [[], []]
+            outs = []
+            for (mine_idx, their_idx, mine, theirs, side) in pairs:
+                if not len(mine_idx):
+                    continue
+                a = [c[mine_idx] for c in mine.cols]
+                b = [c[their_idx] for c in theirs.cols]
+                cols = a + b if side == 0 else b + a
+                n = len(mine_idx)
+                out = Batch(np.full(n, t, dtype=np.int64), np.ones(n, dtype=np.int8), cols)
+                if join.predicate is not None:
+                    out = out.take(join.predicate(colmap(out), n))
+                if len(out):
+                    outs.append(out)
+            if outs:
+                out = concat(outs) if len(outs) > 1 else outs[0]
+                self.pairs.append(out)
+                self.n_pairs += len(out)
+                join.emit(out)
+            self.at = t
+        self.rows = rows
+        return True
+
+    def leave(self, join) -> None:
+        """Put the rows held into the join's indexes, entered at the window end they entered at, as if the
+        general path had applied them: from here on it takes over."""
+        for side in (0, 1):
+            if self.rows[side]:
+                b = concat([r for r, _ in self.rows[side]])
+                c = np.concatenate([c for _, c in self.rows[side]])
+                index = join.sides[side]
+                rel = index.match_ordered(None, b, c)
+                index.adopt(index.stage(rel))
+        self.rows, self.pairs, self.n_pairs = [[], []], [], 0
+
+
+def _distinct_sorted(ts: np.ndarray) -> list[int]:
+    """The distinct values of ascending timestamps (a window's release: one or a few window ends), without
+    the sort ``np.unique`` does."""
+    if ts[0] == ts[-1]:
+        return [int(ts[0])]
+    return ts[np.flatnonzero(np.concatenate([[True], ts[1:] != ts[:-1]]))].tolist()
+
+
+def _pairs(mine: Batch, mine_codes: np.ndarray, theirs: list[tuple[Batch, np.ndarray]], side: int):
+    """(rows of ``mine``, rows of ``theirs`` joined into one batch, the two batches, ``mine``'s side) of the
+    pairs with equal key codes."""
+    tb = concat([b for b, _ in theirs]) if len(theirs) > 1 else theirs[0][0]
+    tc = np.concatenate([c for _, c in theirs]) if len(theirs) > 1 else theirs[0][1]
+    o = stable_argsort(tc)
+    lo, hi = search_both(tc[o], mine_codes)
+    pidx, tidx = expand(lo, hi - lo)
+    return pidx, o[tidx], mine, tb, side
