@@ -59,6 +59,7 @@ from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
+from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
@@ -93,6 +94,15 @@ class JoinOp(JoinStateKind, BinaryOperator):
         # the same batches with different key columns
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.init_join_kind()
+
+    def key_side(self, side: int) -> None:
+        """Hold input ``side``, which the planner knows to keep at most one row per join key (a GROUP BY's
+        output joined on its group columns, ``dsms/plan/unique_keys.py``), as a map from key to row
+        (``synopses/keyed_index.py``): its releases are then overwrites, and probes one lookup each."""
+        syn = KeyedIndexSynopsis()
+        syn.on_kind = self.sides[side].on_kind
+        self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
+        self.synopses = list(self.sides)
 
     # ---------------------------------------------------------------- windows fused into the join
 

@@ -34,6 +34,7 @@ from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
+from dsms.plan.unique_keys import keyed_on
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
 
@@ -389,7 +390,15 @@ class PhysicalPlanner:
                 if window is not None:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
+        for side, child, keys in ((0, node.left, node.left_keys), (1, node.right, node.right_keys)):
+            if op.windows[1 - side] is None and keyed_on(child, keys, self._view_root):
+                op.key_side(side)           # at most one row per join key: held as a map (unique_keys.py)
         return out, op
+
+    def _view_root(self, query_id: str):
+        """The logical plan of a registered view or query (None if it is gone)."""
+        q = self.engine.query_list.get(query_id)
+        return q.node if q is not None else None
 
     def _window_below(self, node) -> RangeWindowOp | None:
         """The RANGE window whose deltas reach a join input through projections and filters only (they keep
