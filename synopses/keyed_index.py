@@ -37,72 +37,139 @@ _EMPTY = np.empty(0, dtype=np.int64)
 REBUILD_SLACK = 1024        # dead key slots tolerated beyond three times the live rows before a rebuild
 
 
+class GroupSlots:
+    """Dense ids for int64 group values that persist: a lookup table indexed by value while the values span
+    little (auction ids, NEXMark q9: one subtraction and one gather per probe, no hashing), a hash table
+    (``IntIds``) once they spread out, for good. Ids are handed out in order, so either way they number the
+    rows of ``KeyedRows``.
+
+    >>> s = GroupSlots()
+    >>> s.add(np.array([7, 3])).tolist(), s.find(np.array([3, 5, 7, -2**63])).tolist()
+    ([0, 1], [1, -1, 0, -1])
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.keys = np.zeros(64, dtype=np.int64)           # the value of each id
+        self.base = 0
+        self.table = np.full(1, -1, dtype=np.int64)        # value - base -> id, -1: none; then a -1 sentinel
+        self.hash: IntIds | None = None
+
+    def nbytes(self) -> int:
+        return self.keys.nbytes + (self.hash.nbytes() if self.hash is not None else self.table.nbytes)
+
+    def find(self, g: np.ndarray) -> np.ndarray:
+        """The id of each value, -1 where it has none."""
+        if self.hash is not None:
+            return self.hash.find(g)
+        # offsets read unsigned: a value below ``base`` (even where int64 wraps) lands on the sentinel
+        return self.table[np.minimum((g - self.base).view(np.uint64), len(self.table) - 1)]
+
+    def add(self, g: np.ndarray) -> np.ndarray:
+        """Ids for distinct values that have none: the next ones, in order."""
+        n, m = self.n, len(g)
+        if n + m > len(self.keys):
+            keys = np.zeros(max(n + m, 2 * len(self.keys)), dtype=np.int64)
+            keys[:n] = self.keys[:n]
+            self.keys = keys
+        self.keys[n:n + m] = g
+        self.n = n + m
+        ids = np.arange(n, n + m, dtype=np.int64)
+        if self.hash is not None:
+            self.hash.append(g)
+            return ids
+        width = len(self.table) - 1
+        lo, hi = int(g.min()), int(g.max())
+        if width:
+            lo, hi = min(lo, self.base), max(hi, self.base + width - 1)
+        span = hi - lo + 1
+        if span > 4 * self.n + 65536:                     # spread out: hashed from now on
+            self.hash = IntIds()
+            self.hash.append(self.keys[:self.n])
+            self.table = np.full(1, -1, dtype=np.int64)
+            return ids
+        if not width or lo < self.base or hi >= self.base + width:
+            table = np.full(span + span // 2 + 65, -1, dtype=np.int64)      # room above, and the sentinel
+            if width:
+                table[self.base - lo:self.base - lo + width] = self.table[:width]
+            self.table, self.base = table, lo
+        self.table[g - self.base] = ids
+        return ids
+
+
 class KeyedRows:
-    """Rows by key code, at most one live row per code: ``ids`` numbers the codes seen, ``live`` says which
-    numbers hold a row, and the columns hold each number's row (``store``, grown by doubling).
+    """Rows by group value, at most one live row per value: ``slots`` numbers the values seen, ``live`` says
+    which numbers hold a row, and the columns and the join key code hold each number's row (grown by
+    doubling). The group value is the input's unique key (an INT column of it), or, for keys of other shapes,
+    the join key code itself; a probe gives both, and finds the row of its group value if its code is the
+    row's.
 
     >>> k = KeyedRows()
     >>> cols = [np.array([1, 2]), np.array([9.5, 7.0])]
-    >>> k.apply(np.array([1, 1]), np.array([1, 1], np.int8), cols, np.array([10, 20]))
+    >>> k.apply(np.array([1, 1]), np.array([1, 1], np.int8), cols, np.array([10, 20]), cols[0])
     True
     >>> k.apply(np.array([2, 2]), np.array([-1, 1], np.int8), [np.array([1, 1]), np.array([9.5, 8.0])],
-    ...         np.array([10, 10]))
+    ...         np.array([10, 11]), np.array([1, 1]))
     True
-    >>> ids = k.find(np.array([10, 20, 30]))
+    >>> ids = k.find(np.array([11, 20, 10]), np.array([1, 2, 1]))
     >>> ids >= 0, [c[ids[:2]].tolist() for c in k.store]
     (array([ True,  True, False]), [[1, 2], [8.0, 7.0]])
-    >>> k.apply(np.array([3]), np.array([1], np.int8), [np.array([5]), np.array([1.0])], np.array([20]))
+    >>> k.apply(np.array([3]), np.array([1], np.int8), [np.array([2]), np.array([1.0])], np.array([21]),
+    ...         np.array([2]))
     False
     """
 
     def __init__(self) -> None:
-        self.ids = IntIds()
+        self.slots = GroupSlots()
         self.live = np.zeros(64, dtype=bool)       # per id: holds a row
+        self.codes = np.zeros(64, dtype=np.int64)  # per id: the join key code of its row
         self.store: list[np.ndarray] | None = None  # per column, the row of each id (None until a row is seen)
         self.n_live = 0
 
     def nbytes(self) -> int:
-        n = self.ids.n
+        n = self.slots.n
         held = sum(array_bytes(c[:n]) for c in self.store) if self.store is not None else 0
-        return self.ids.nbytes() + self.live.nbytes + held
+        return self.slots.nbytes() + self.live.nbytes + self.codes.nbytes + held
 
-    def find(self, codes: np.ndarray) -> np.ndarray:
-        """The id of the live row of each code, -1 where none."""
+    def find(self, codes: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """The id of the live row of each probe (join key code, group value), -1 where none."""
         if not self.n_live or not len(codes):
             return np.full(len(codes), -1, dtype=np.int64)
-        ids = self.ids.find(codes)
+        ids = self.slots.find(g)
         found = ids >= 0
-        found[found] = self.live[ids[found]]
+        at = ids[found]
+        found[found] = self.live[at] & (self.codes[at] == codes[found])
         return np.where(found, ids, -1)
 
     def rows(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The live rows: their key codes and columns."""
-        ids = np.flatnonzero(self.live[:self.ids.n])
-        return self.ids.keys[ids], ([c[ids] for c in self.store] if self.store is not None else [])
+        """The live rows: their join key codes and columns."""
+        ids = np.flatnonzero(self.live[:self.slots.n])
+        return self.codes[ids], ([c[ids] for c in self.store] if self.store is not None else [])
 
-    def apply(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> bool:
-        """Apply signed rows in time order with their key codes; False, with nothing changed, when they do
-        not keep at most one row per code (or delete a row that is not held)."""
+    def apply(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray,
+              g: np.ndarray) -> bool:
+        """Apply signed rows in time order with their join key codes and group values; False, with nothing
+        changed, when they do not keep at most one row per group value (or delete a row that is not held)."""
         if not len(codes):
             return True
         if self.store is None:
             self.store = [np.empty(len(self.live), dtype=c.dtype) for c in cols]
-        groups = _groups(ts, sign, cols, codes)
+        groups = _groups(ts, sign, cols, g)
         if groups is None:
             return False
         gc, d_pos, i_pos = groups
         if not len(gc):
             return True
         has_d, has_i = d_pos >= 0, i_pos >= 0
-        first = np.ones(len(gc), dtype=bool)             # a code's first group in the release
+        first = np.ones(len(gc), dtype=bool)             # a value's first group in the release
         first[1:] = gc[1:] != gc[:-1]
         last = np.ones(len(gc), dtype=bool)
         last[:-1] = first[1:]
         f = np.flatnonzero(first)
-        pre_id = self.ids.find(gc[f]) if self.ids.n else np.full(len(f), -1, dtype=np.int64)
+        pre_id = self.slots.find(gc[f]) if self.slots.n else np.full(len(f), -1, dtype=np.int64)
         pre_live = pre_id >= 0
         pre_live[pre_live] = self.live[pre_id[pre_live]]
-        prev_live = np.empty(len(gc), dtype=bool)        # the code holds a row just before the group
+        prev_live = np.empty(len(gc), dtype=bool)        # the value holds a row just before the group
         prev_live[f] = pre_live
         later = np.flatnonzero(~first)
         prev_live[later] = has_i[later - 1]
@@ -118,23 +185,23 @@ class KeyedRows:
         if len(d_later) and not _rows_equal([c[i_pos[d_later - 1]] for c in cols],
                                             [c[d_pos[d_later]] for c in cols]):
             return False
-        # commit: each code ends as its last group leaves it
+        # commit: each value ends as its last group leaves it
         fin = has_i[last]
-        gone = pre_id[pre_live & ~fin]
-        self.live[gone] = False
+        self.live[pre_id[pre_live & ~fin]] = False
         now = np.flatnonzero(fin)
         if len(now):
             ids = pre_id[now]
             new = ids < 0
             if new.any():
-                ids[new] = self.ids.ids(gc[f[now[new]]])
-                self._grow(self.ids.n)
+                ids[new] = self.slots.add(gc[f[now[new]]])
+                self._grow(self.slots.n)
             rows = i_pos[np.flatnonzero(last)[now]]
             for held, c in zip(self.store, cols):
                 held[ids] = c[rows]
+            self.codes[ids] = codes[rows]
             self.live[ids] = True
-        self.n_live += int(fin.sum()) - int(pre_live.sum())
-        if self.ids.n > 4 * self.n_live + REBUILD_SLACK:
+        self.n_live += len(now) - int(pre_live.sum())
+        if self.slots.n > 4 * self.n_live + REBUILD_SLACK:
             self._rebuild()
         return True
 
@@ -144,31 +211,28 @@ class KeyedRows:
         if n <= cap:
             return
         cap = max(n, 2 * cap)
-        live = np.zeros(cap, dtype=bool)
-        live[:len(self.live)] = self.live
-        self.live = live
-        store = []
-        for c in self.store:
-            a = np.empty(cap, dtype=c.dtype)
-            a[:len(c)] = c
-            store.append(a)
-        self.store = store
+        self.live, self.codes = _widened(self.live, cap), _widened(self.codes, cap)
+        self.store = [_widened(c, cap) for c in self.store]
 
     def _rebuild(self) -> None:
-        """Number the live codes alone again (ids of codes that left are dropped)."""
-        codes, cols = self.rows()
-        self.ids = IntIds()
-        self.ids.append(codes)
-        n = len(codes)
-        cap = max(64, 2 * n)
+        """Number the live values alone again (ids of values that left are dropped)."""
+        ids = np.flatnonzero(self.live[:self.slots.n])
+        values = self.slots.keys[ids]
+        self.slots = GroupSlots()
+        if len(ids):
+            self.slots.add(values)
+        cap = max(64, 2 * len(ids))
         self.live = np.zeros(cap, dtype=bool)
-        self.live[:n] = True
-        store = []
-        for c, old in zip(cols, self.store):
-            a = np.empty(cap, dtype=old.dtype)
-            a[:n] = c
-            store.append(a)
-        self.store = store
+        self.live[:len(ids)] = True
+        self.codes = _widened(self.codes[ids], cap)
+        self.store = [_widened(c[ids], cap) for c in self.store]
+
+
+def _widened(a: np.ndarray, cap: int) -> np.ndarray:
+    """``a`` at the front of an array of ``cap`` elements (the rest uninitialised, or False)."""
+    out = np.zeros(cap, dtype=a.dtype) if a.dtype == bool else np.empty(cap, dtype=a.dtype)
+    out[:len(a)] = a
+    return out
 
 
 def _groups(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray],
@@ -258,14 +322,19 @@ def _rows_equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 class KeyedIndexSynopsis(SortedRunIndexSynopsis):
     """A join input the planner knows to hold at most one row per join key: held as ``KeyedRows`` while its
     releases keep that promise, in the sorted-run forms of the base class after one that does not (see the
-    module). The join sees one index either way: ``lookup``, ``insert`` and the counts its bounded runs
-    weigh releases by; a keyed side never matches first in, first out (``match`` gives None), so the join
-    applies its releases as signed rows, which is what a relation updated at random needs."""
+    module). ``group`` says what numbers the rows: ``()`` for an input of one row at most (an aggregate
+    without GROUP BY), ``(own, probe)`` for a unique key that is one integer column (``own`` in this input,
+    ``probe`` the other input's column it is equated with), None for any other key (the join key code).
 
-    def __init__(self) -> None:
+    The join applies a keyed input's releases through ``lookup_keyed`` and ``insert_keyed``
+    (``dsms/operators/keyed_join.py``), which take the batches the codes come from; anything else it asks
+    (the general release, or a release too large for one run) turns the index into the base class's forms
+    first, for good."""
+
+    def __init__(self, group: tuple[int, ...] | None = None) -> None:
         super().__init__()
+        self.group = group
         self.by_key: KeyedRows | None = KeyedRows()
-        self._last: tuple[np.ndarray, np.ndarray] | None = None      # (probe codes, ids) of the last probe
 
     def keyed(self) -> bool:
         """Whether the rows are held by key (else in the base class's forms, for good)."""
@@ -281,71 +350,73 @@ class KeyedIndexSynopsis(SortedRunIndexSynopsis):
             return self.by_key.nbytes()
         return super().nbytes()
 
-    def _ids(self, codes: np.ndarray) -> np.ndarray:
-        """``KeyedRows.find``, kept for the same probe array: a join counts a release's matches and then
-        looks them up with the same codes, unchanged in between."""
-        last = self._last
-        if last is not None and last[0] is codes:
-            return last[1]
-        ids = self.by_key.find(codes)
-        self._last = (codes, ids)
-        return ids
+    def values(self, batch, codes: np.ndarray, probing: bool) -> np.ndarray:
+        """The group values of a batch's rows: of this input's (``probing`` False) or of the other input's."""
+        g = self.group
+        if g is None:
+            return codes
+        if not g:
+            return np.zeros(len(codes), dtype=np.int64)
+        return batch.column(g[1] if probing else g[0]).astype(np.int64, copy=False)
 
-    def counts(self, codes: np.ndarray) -> np.ndarray:
-        if self.by_key is not None:
-            return (self._ids(codes) >= 0).astype(np.int64)
-        return super().counts(codes)
-
-    def total_matches(self, codes: np.ndarray) -> int:
-        if self.by_key is not None:
-            return int(np.count_nonzero(self._ids(codes) >= 0))
-        return super().total_matches(codes)
-
-    def most_per_key(self) -> int:
-        if self.by_key is not None:
-            return min(1, self.by_key.n_live)
-        return super().most_per_key()
-
-    def lookup(self, codes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
-        if self.by_key is None:
-            return super().lookup(codes)
-        ids = self._ids(codes)
+    def lookup_keyed(self, codes: np.ndarray, batch) -> tuple[np.ndarray, list[np.ndarray], None]:
+        """``lookup`` for probes with these codes from rows of the other input (``batch``), held by key:
+        (probe index, the rows' columns, None: every row is an insert)."""
+        ids = self.by_key.find(codes, self.values(batch, codes, True))
         pidx = np.flatnonzero(ids >= 0)
         if not len(pidx):
             return _EMPTY, [], None
         slots = ids[pidx]
         return pidx, [c[slots] for c in self.by_key.store], None
 
-    def insert(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray) -> None:
-        if self.by_key is not None:
-            self._last = None
-            if self.by_key.apply(ts, sign, cols, codes):
-                return
-            self.unkey()
+    def insert_keyed(self, ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], codes: np.ndarray,
+                     batch) -> None:
+        """``insert`` for this input's rows (``batch``) held by key; a release that breaks the promise turns
+        the index into the base class's forms and is applied there."""
+        if self.by_key is not None and self.by_key.apply(ts, sign, cols, codes, self.values(batch, codes, False)):
+            return
+        self.unkey()
         super().insert(ts, sign, cols, codes)
 
     def unkey(self) -> None:
         """Hold the rows in the base class's forms from now on (a release broke the one-row-per-key promise,
-        or the join needs what only those forms give)."""
+        or the join asks what only those forms answer)."""
         if self.by_key is None:
             return
         codes, cols = self.by_key.rows()
-        self.by_key, self._last = None, None
+        self.by_key = None
         if len(codes):
             super().insert(np.zeros(len(codes), dtype=np.int64), np.ones(len(codes), dtype=np.int8), cols, codes)
 
-    # what only the sorted-run forms do: leave the keyed form first (a keyed side's releases are signed rows,
-    # so the join does not ask for these while it is keyed)
+    # what the general release asks: answered by the base class's forms, left to for good
 
     def match(self, ts=None, sign=None, cols=None, codes=None):
-        if self.by_key is not None:
-            return None
+        self.unkey()
         return super().match(ts, sign, cols, codes)
 
     def match_ordered(self, dels, ins, codes):
-        if self.by_key is not None:
-            return None
+        self.unkey()
         return super().match_ordered(dels, ins, codes)
+
+    def counts(self, codes):
+        self.unkey()
+        return super().counts(codes)
+
+    def total_matches(self, codes):
+        self.unkey()
+        return super().total_matches(codes)
+
+    def most_per_key(self):
+        self.unkey()
+        return super().most_per_key()
+
+    def lookup(self, codes):
+        self.unkey()
+        return super().lookup(codes)
+
+    def insert(self, ts, sign, cols, codes):
+        self.unkey()
+        super().insert(ts, sign, cols, codes)
 
     def stage(self, rel):
         self.unkey()

@@ -57,6 +57,7 @@ from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
+from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
 from dsms.queues import Queue
 from synopses.keyed_index import KeyedIndexSynopsis
@@ -95,11 +96,12 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.init_join_kind()
 
-    def key_side(self, side: int) -> None:
+    def key_side(self, side: int, group: tuple[int, ...] | None) -> None:
         """Hold input ``side``, which the planner knows to keep at most one row per join key (a GROUP BY's
         output joined on its group columns, ``dsms/plan/unique_keys.py``), as a map from key to row
-        (``synopses/keyed_index.py``): its releases are then overwrites, and probes one lookup each."""
-        syn = KeyedIndexSynopsis()
+        (``synopses/keyed_index.py``; ``group`` as its ``KeyedIndexSynopsis`` takes it): its releases are
+        then overwrites, and probes one lookup each (``dsms/operators/keyed_join.py``)."""
+        syn = KeyedIndexSynopsis(group)
         syn.on_kind = self.sides[side].on_kind
         self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
         self.synopses = list(self.sides)
@@ -250,8 +252,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.more = None
         if parts:
             try:
-                parts = self._bounded(parts)
-                self.process(parts)
+                if not keyed_release(self, parts, PAIR_BUDGET):      # an input held by key: probed once
+                    parts = self._bounded(parts)
+                    self.process(parts)
             finally:
                 self._memo.clear()
         self.applied_until = f if self.more is None else self.more - 1

@@ -21,9 +21,10 @@ from dsms.cql import ast
 from dsms.plan import logical as L
 
 
-def unique_key(node, view_root: Callable[[str], object | None]) -> frozenset[int] | None:
+def unique_key(node, view_root: Callable[[str], object | None] | None = None) -> frozenset[int] | None:
     """Column positions of ``node``'s output that hold at most one row per value at every instant, or None
-    when no such key is known; ``view_root(query_id)`` gives a registered view's logical plan (or None).
+    when no such key is known; ``view_root(query_id)`` gives a registered view's logical plan (or None;
+    without it a view's key is unknown).
 
     >>> from dsms.plan.logical import Aggregate, Project, RelationScan
     >>> r = RelationScan("r", ("INT", "INT"))
@@ -58,7 +59,7 @@ def unique_key(node, view_root: Callable[[str], object | None]) -> frozenset[int
             return None
         return frozenset(out[k] for k in key)
     if isinstance(node, L.QueryOutput):
-        root = view_root(node.query_id) if node.kind == L.RELATION else None
+        root = view_root(node.query_id) if node.kind == L.RELATION and view_root is not None else None
         return unique_key(root, view_root) if root is not None else None
     if isinstance(node, L.Join):
         left, right = unique_key(node.left, view_root), unique_key(node.right, view_root)
@@ -84,3 +85,21 @@ def keyed_on(node, keys: tuple[int, ...], view_root: Callable[[str], object | No
     """
     key = unique_key(node, view_root)
     return key is not None and key <= set(keys)
+
+
+def group_column(key: frozenset[int], types: tuple[str, ...], keys: tuple[int, ...],
+                 other: tuple[int, ...]) -> tuple[int, ...] | None:
+    """How a keyed join input numbers its rows (``KeyedIndexSynopsis.group``): ``()`` for the empty key (one
+    row at most), ``(column, the other input's column equated with it)`` for a key of one INT or TIMESTAMP
+    column, None for any other key (its rows are then numbered by join key code).
+
+    >>> group_column(frozenset({0}), ("INT", "INT"), (0, 1), (3, 5)), group_column(frozenset(), ("INT",), (0,), (1,))
+    ((0, 3), ())
+    """
+    if not key:
+        return ()
+    if len(key) == 1:
+        (k,) = key
+        if types[k] in ("INT", "TIMESTAMP"):
+            return (k, other[keys.index(k)])
+    return None
