@@ -154,7 +154,7 @@ class KeyedRows:
             return True
         if self.store is None:
             self.store = [np.empty(len(self.live), dtype=c.dtype) for c in cols]
-        groups = _groups(ts, sign, cols, g)
+        groups = _groups(ts, sign, cols, g, codes)
         if groups is None:
             return False
         gc, d_pos, i_pos = groups
@@ -235,13 +235,14 @@ def _widened(a: np.ndarray, cap: int) -> np.ndarray:
     return out
 
 
-def _groups(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray],
+def _groups(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray], values: np.ndarray,
             codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The release as groups of one code at one instant, ordered by code and then time: each group's code,
-    and the position of its delete and of its insert (-1: none). A row inserted and deleted at one instant
-    cancels (and a group left empty goes). None when a group keeps two deletes or two inserts."""
-    o = stable_argsort(codes)                           # by code; in time order within a code (input order)
-    c, t = codes[o], ts[o]
+    """The release as groups of one group value at one instant, ordered by value and then time: each
+    group's value, and the position of its delete and of its insert (-1: none). A row inserted and deleted
+    at one instant cancels (and a group left empty goes). None when a group keeps two deletes or two
+    inserts. ``codes`` (the rows' join key codes) tell most rows apart before their columns are compared."""
+    o = stable_argsort(values)                          # by value; in time order within a value (input order)
+    c, t = values[o], ts[o]
     brk = np.ones(len(c), dtype=bool)
     brk[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     gid = np.cumsum(brk) - 1
@@ -250,13 +251,14 @@ def _groups(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray],
     nd = np.bincount(gid[neg], minlength=n_groups)
     ni = np.bincount(gid[~neg], minlength=n_groups)
     if (nd > 1).any() or (ni > 1).any():
-        return _netted_groups(ts, sign, cols, codes)
+        return _netted_groups(ts, sign, cols, values)
     d_pos = np.full(n_groups, -1, dtype=np.int64)
     d_pos[gid[neg]] = o[neg]
     i_pos = np.full(n_groups, -1, dtype=np.int64)
     i_pos[gid[~neg]] = o[~neg]
     gc = c[np.flatnonzero(brk)]
     both = np.flatnonzero((nd == 1) & (ni == 1))
+    both = both[codes[d_pos[both]] == codes[i_pos[both]]]    # equal rows have equal codes
     if len(both):
         same = _equal_rows([c[d_pos[both]] for c in cols], [c[i_pos[both]] for c in cols])
         if same.any():
@@ -268,7 +270,7 @@ def _groups(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray],
 
 def _netted_groups(ts: np.ndarray, sign: np.ndarray, cols: list[np.ndarray],
                    codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``_groups`` for a release where some code has several deletes or inserts at one instant: equal rows
+    """``_groups`` for a release where some value (``codes``) has several deletes or inserts at one instant: equal rows
     of opposite signs at one instant cancel (one pass in Python, over the release; an aggregate's changes
     never need it, other inputs rarely), and what is left must be at most one of each."""
     by_group: dict[tuple[int, int], dict[tuple, list[int]]] = {}
