@@ -62,8 +62,12 @@ class GroupSlots:
         """The id of each value, -1 where it has none."""
         if self.hash is not None:
             return self.hash.find(g)
-        # offsets read unsigned: a value below ``base`` (even where int64 wraps) lands on the sentinel
-        return self.table[np.minimum((g - self.base).view(np.uint64), len(self.table) - 1)]
+        # offsets read unsigned (a value at least ``base`` is that far above it, even where int64 wraps); a
+        # value below ``base`` or past the table lands on the sentinel
+        end = len(self.table) - 1
+        rel = np.minimum((g - self.base).view(np.uint64), end)
+        rel[g < self.base] = end
+        return self.table[rel]
 
     def add(self, g: np.ndarray) -> np.ndarray:
         """Ids for distinct values that have none: the next ones, in order."""

@@ -344,3 +344,24 @@ def test_group_values_that_spread_out_are_hashed_and_still_found():
     probe = Batch(np.zeros(len(allv), dtype=np.int64), np.ones(len(allv), dtype=np.int8), [allv])
     pidx, cols, _ = index.lookup_keyed(allv, probe)
     assert pidx.tolist() == list(range(104)) and cols[0].tolist() == allv[:104].tolist()
+
+
+def test_group_values_far_below_the_table_find_nothing():
+    """Values close to the int64 maximum in the lookup table, and a probe or a new group near the minimum,
+    whose offset from the table's base wraps around int64: it finds nothing, and a row for it goes to a slot
+    of its own."""
+    index = KeyedIndexSynopsis((0, 0))
+    top = np.array([2**63 - 40, 2**63 - 30], dtype=np.int64)
+    b = Batch(np.zeros(2, dtype=np.int64), np.ones(2, dtype=np.int8), [top, np.array([1, 2])])
+    index.insert_keyed(b.ts, b.sign, b.cols, top, b)
+    low = np.array([-2**63 + 10], dtype=np.int64)        # low - base wraps to 50: inside the table's span
+    probe = Batch(np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int8), [low])
+    assert index.by_key.slots.find(low).tolist() == [-1]
+    assert len(index.lookup_keyed(low, probe)[0]) == 0
+    b = Batch(np.ones(1, dtype=np.int64), np.ones(1, dtype=np.int8), [low, np.array([3])])
+    index.insert_keyed(b.ts, b.sign, b.cols, low, b)
+    assert index.keyed() and len(index) == 3
+    allv = np.concatenate([top, low])
+    probe = Batch(np.zeros(3, dtype=np.int64), np.ones(3, dtype=np.int8), [allv])
+    pidx, cols, _ = index.lookup_keyed(allv, probe)
+    assert pidx.tolist() == [0, 1, 2] and cols[1].tolist() == [1, 2, 3]
