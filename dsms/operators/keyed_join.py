@@ -29,7 +29,7 @@ def keyed_release(join, parts: dict, budget: int) -> bool:
     most ``budget`` pairs. Returns whether it did (else nothing changed)."""
     if not (keyed(join.sides[0]) or keyed(join.sides[1])):
         return False
-    if join.gates[0] is not None or join.gates[1] is not None or join.windows[0] or join.windows[1]:
+    if any(x is not None for x in (*join.gates, *join.windows)):
         return False
     if any(type(p) is tuple for p in parts.values()):
         return False
