@@ -57,9 +57,11 @@ from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
+from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
 from dsms.operators.tumbling_join import TumblingEpochs
 from dsms.queues import Queue
+from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
@@ -97,6 +99,16 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.epochs: TumblingEpochs | None = None     # two tumbling windows of one size: a period at a time
         self.init_join_kind()
+
+    def key_side(self, side: int, group: tuple[int, ...] | None) -> None:
+        """Hold input ``side``, which the planner knows to keep at most one row per join key (a GROUP BY's
+        output joined on its group columns, ``dsms/plan/unique_keys.py``), as a map from key to row
+        (``synopses/keyed_index.py``; ``group`` as its ``KeyedIndexSynopsis`` takes it): its releases are
+        then overwrites, and probes one lookup each (``dsms/operators/keyed_join.py``)."""
+        syn = KeyedIndexSynopsis(group)
+        syn.on_kind = self.sides[side].on_kind
+        self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
+        self.synopses = list(self.sides)
 
     # ---------------------------------------------------------------- windows fused into the join
 
@@ -334,6 +346,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
             try:
                 if self.epochs is None or not self.epochs.apply(self, parts, PAIR_BUDGET):
                     self._leave_epochs()
+                    if not keyed_release(self, parts, PAIR_BUDGET):      # an input held by key: probed once
+                        parts = self._bounded(parts)
+                        self.process(parts)
                     parts = self._bounded(parts)
                     self.process(parts)
             finally:

@@ -281,6 +281,9 @@ class JoinStateKind:
 
 def _key_counts(index) -> tuple[np.ndarray, np.ndarray]:
     """The distinct key codes an index holds and how many rows hold each (stored deletes subtracted)."""
+    keyed = index.key_counts() if hasattr(index, "key_counts") else None
+    if keyed is not None:               # held by key (``synopses/keyed_index.py``): one row each
+        return keyed
     if index.table is not None:
         t = index.table
         if not len(t.codes):

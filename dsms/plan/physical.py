@@ -34,6 +34,7 @@ from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
+from dsms.plan.unique_keys import group_column, keyed_on, unique_key
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
 
@@ -391,6 +392,11 @@ class PhysicalPlanner:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
                     self._fuse_project(op, side, child)
+        sides = ((node.left, node.left_keys, node.right_keys), (node.right, node.right_keys, node.left_keys))
+        for side, (child, keys, other) in enumerate(sides):
+            if op.windows[1 - side] is None and keyed_on(child, keys, self._view_root):
+                # at most one row per join key: held as a map (dsms/plan/unique_keys.py)
+                op.key_side(side, group_column(unique_key(child, self._view_root), child.types, keys, other))
         return out, op
 
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
@@ -402,6 +408,11 @@ class PhysicalPlanner:
                 and built.queue is op.output and op.output._readers == [join.readers[side]]):
             join.fuse_project(side, op)
             self.engine.retire_queue(op.output)
+
+    def _view_root(self, query_id: str):
+        """The logical plan of a registered view or query (None if it is gone)."""
+        q = self.engine.query_list.get(query_id)
+        return q.node if q is not None else None
 
     def _window_below(self, node) -> RangeWindowOp | None:
         """The RANGE window whose deltas reach a join input through projections and filters only (they keep
@@ -488,30 +499,6 @@ def name_columns(op: Operator, node, via=None) -> None:
 def view_note(shared) -> str:
     what = "window" if isinstance(shared, L.Window) else "select" if isinstance(shared, L.Filter) else "join"
     return f"[view of shared {what}]"
-
-
-def unique_key(node) -> frozenset | None:
-    """Columns that identify a row of every instant's relation (an aggregate's group columns, carried through
-    filters and projections that keep them), or None when unknown."""
-    if isinstance(node, L.Aggregate):
-        return frozenset(range(len(node.group)))
-    if isinstance(node, L.Filter):
-        key = unique_key(node.child)
-        if key is None or node.keep is None:
-            return key
-        where = {k: j for j, k in enumerate(node.keep)}
-        return frozenset(where[k] for k in key) if all(k in where for k in key) else None
-    if isinstance(node, L.Project):
-        key = unique_key(node.child)
-        if key is None:
-            return None
-        where = {}
-        for j, e in enumerate(node.exprs):
-            if isinstance(e, ast.ColumnRef) and e.name.startswith("$"):
-                where.setdefault(int(e.name[1:]), j)
-        if all(k in where for k in key):
-            return frozenset(where[k] for k in key)
-    return None
 
 
 def _bare_aggregate(node) -> bool:
