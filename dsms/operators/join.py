@@ -349,8 +349,6 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     if not keyed_release(self, parts, PAIR_BUDGET):      # an input held by key: probed once
                         parts = self._bounded(parts)
                         self.process(parts)
-                    parts = self._bounded(parts)
-                    self.process(parts)
             finally:
                 self._memo.clear()
         self.applied_until = f if self.more is None else self.more - 1
