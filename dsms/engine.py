@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from time import perf_counter
 
 import numpy as np
@@ -920,7 +921,7 @@ class Engine:
             pick, budget_of, on_ran = policy.pick, policy.budget, policy.on_ran
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
-            ready = [op for op, w in zip(ops, waiting) if w and not op.output.full()]
+            ready = [op for op in compress(ops, waiting) if not op.output.full()]
             if not ready:
                 break
             if policy is None:
