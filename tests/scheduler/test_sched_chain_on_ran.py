@@ -5,6 +5,8 @@ and output width (``_moved`` against the statistics of the last recompute, the o
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import SimBatch, SimOp, SimQueue
@@ -70,7 +72,7 @@ def test_inlined_on_ran_equals_the_method_it_replaced(data):
                 p.recompute()
 
 
-GRID = [0.0, 1e-13, 5e-13, 2e-12, 0.003, 0.005, 0.02, 0.5, 0.6, 0.61, 2.0]
+GRID = [0.0, 1e-13, 5e-13, 2e-12, 0.003, 0.005, 0.01, 0.02, 0.5, 0.6, 0.61, 2.0, -0.5, math.inf, math.nan]
 
 
 def test_each_drift_test_at_its_floor_and_threshold_as_before():
