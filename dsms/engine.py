@@ -18,7 +18,7 @@ import numpy as np
 from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.approx import Approx, combine
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows, insert_signs
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -697,7 +697,7 @@ class Engine:
             return 0
         self._advance(src, ts_arr)
         if src.queue.has_readers():
-            src.queue.put(Batch(ts_arr, np.ones(n, dtype=np.int8), cols))
+            src.queue.put(Batch(ts_arr, insert_signs(n), cols))
         else:                                     # validated all the same, but no batch is built for nobody
             src.queue.put_unread(n, src.frontier)
         return n
@@ -714,7 +714,7 @@ class Engine:
         ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, show)
         if n == 0:
             return None
-        return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
+        return Batch(ts_arr, insert_signs(n), cols)
 
     def apply(self, name: str, batch: Batch) -> int:
         """Append a batch made by ``prepare`` (re-checking only that time has not moved past it since)."""
