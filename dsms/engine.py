@@ -840,7 +840,7 @@ class Engine:
             ts = to_ticks(ts)
         except (TypeError, ValueError) as e:
             raise InputError(f"heartbeat: {e}") from None
-        targets = [self._any_source(name)] if name is not None else list(self.sources.values())
+        targets = [self._any_source(name)] if name is not None else self.sources.values()
         for src in targets:
             if src.frontier is None or ts > src.frontier:
                 src.frontier = ts

@@ -92,6 +92,8 @@ def to_ticks(value: Any) -> int:
     ...
     TypeError: timestamp 1.5 is not a whole number of milliseconds
     """
+    if type(value) is int and -TS_LIMIT <= value <= TS_LIMIT:
+        return value                  # the common case first (every heartbeat): a plain int in range
     if isinstance(value, bool | np.bool_):
         raise TypeError(f"timestamp {value!r} is a boolean, not a time")
     if isinstance(value, int | np.integer):
