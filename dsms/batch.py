@@ -121,6 +121,24 @@ class Batch:
         return f"Batch({len(self)} rows, ts {self.ts[:3].tolist()}..)"
 
 
+def insert_signs(n: int) -> np.ndarray:
+    """``n`` insert signs (+1, int8), a new array that owns its buffer: a copy of a slice of a constant
+    buffer, about 0.4 us for a push of 1,000 rows where ``np.ones`` takes 1-1.5 us (issue 15: one per push).
+    Not a view of the constant: a window store counts the base buffer of what it holds.
+
+    >>> s = insert_signs(3)
+    >>> s.tolist(), s.dtype, s.base is None, s.flags.writeable
+    ([1, 1, 1], dtype('int8'), True, True)
+    """
+    if n <= len(_ONES):
+        return _ONES[:n].copy()
+    return np.ones(n, dtype=np.int8)
+
+
+_ONES = np.ones(1 << 16, dtype=np.int8)
+_ONES.flags.writeable = False
+
+
 NAN = float("nan")
 STR_SAMPLE = 32      # strings looked at to estimate a string column's bytes (Batch.nbytes)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from time import perf_counter
 
 import numpy as np
@@ -18,7 +19,7 @@ from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.allocator import keep_freed_memory
 from dsms.approx import Approx, combine
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows, insert_signs
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -698,7 +699,7 @@ class Engine:
             return 0
         self._advance(src, ts_arr)
         if src.queue.has_readers():
-            src.queue.put(Batch(ts_arr, np.ones(n, dtype=np.int8), cols))
+            src.queue.put(Batch(ts_arr, insert_signs(n), cols))
         else:                                     # validated all the same, but no batch is built for nobody
             src.queue.put_unread(n, src.frontier)
         return n
@@ -715,7 +716,7 @@ class Engine:
         ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, show)
         if n == 0:
             return None
-        return Batch(ts_arr, np.ones(n, dtype=np.int8), cols)
+        return Batch(ts_arr, insert_signs(n), cols)
 
     def apply(self, name: str, batch: Batch) -> int:
         """Append a batch made by ``prepare`` (re-checking only that time has not moved past it since)."""
@@ -841,7 +842,7 @@ class Engine:
             ts = to_ticks(ts)
         except (TypeError, ValueError) as e:
             raise InputError(f"heartbeat: {e}") from None
-        targets = [self._any_source(name)] if name is not None else list(self.sources.values())
+        targets = [self._any_source(name)] if name is not None else self.sources.values()
         for src in targets:
             if src.frontier is None or ts > src.frontier:
                 src.frontier = ts
@@ -922,7 +923,7 @@ class Engine:
             pick, budget_of, on_ran = policy.pick, policy.budget, policy.on_ran
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
-            ready = [op for op, w in zip(ops, waiting) if w and not op.output.full()]
+            ready = [op for op in compress(ops, waiting) if not op.output.full()]
             if not ready:
                 break
             if policy is None:

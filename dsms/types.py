@@ -92,6 +92,8 @@ def to_ticks(value: Any) -> int:
     ...
     TypeError: timestamp 1.5 is not a whole number of milliseconds
     """
+    if type(value) is int and -TS_LIMIT <= value <= TS_LIMIT:
+        return value                  # the common case first (every heartbeat): a plain int in range
     if isinstance(value, bool | np.bool_):
         raise TypeError(f"timestamp {value!r} is a boolean, not a time")
     if isinstance(value, int | np.integer):
@@ -254,23 +256,27 @@ class ColumnCheck:
                 if j is None:
                     return None
                 out[j] = v                     # as many distinct names as columns: every position is filled
-        n = -1
-        for v, dt in zip(out, self.dtypes):
-            if type(v) is not np.ndarray or v.ndim != 1:
+        if not out:
+            return out, 0
+        first = out[0]
+        if type(first) is not np.ndarray:
+            return None
+        shape = first.shape
+        if len(shape) != 1:
+            return None
+        for v, dt in zip(out, self.dtypes):     # one dimension and one length: the same shape as the first
+            if type(v) is not np.ndarray or v.shape != shape:
                 return None
             d = v.dtype
             if d is not dt and d != dt:
                 return None
-            if n < 0:
-                n = len(v)
-            elif len(v) != n:
-                return None
+        n = shape[0]
         if n > 0:
             for j in self.ts_cols:
                 lo, hi = _extremes(out[j])
                 if lo < -TS_LIMIT or hi > TS_LIMIT:
                     return None
-        return out, max(n, 0)
+        return out, n
 
 
 def typed_column(name: str, type_: str, vals: Any) -> np.ndarray:

@@ -247,8 +247,19 @@ class Policy(Entity, ABC):
         """Oldest waiting batch first (P-15), then furthest downstream, then the reader furthest behind (on a
         shared queue it holds the older items, and only its reads free them), then plan order."""
         t = self.topology
-        return (oldest_pending(op), -t.depth.get(id(op), 0), -sum(r.pending() for r in op.readers),
-                t.order.get(id(op), 0))
+        queues, readers = op.input_queues, op.readers
+        if len(queues) != len(readers):
+            return (oldest_pending(op), -t.depth.get(id(op), 0), -sum(r.pending() for r in readers),
+                    t.order.get(id(op), 0))
+        oldest, waiting = INF, 0            # oldest_pending and the items waiting, in one pass over the inputs
+        for q, r in zip(queues, readers):
+            n = r.pending()
+            if n:
+                waiting += n
+                ts = r.oldest_ts() if hasattr(r, "oldest_ts") else q.oldest_ts()
+                if ts is not None and ts < oldest:
+                    oldest = ts
+        return (oldest, -t.depth.get(id(op), 0), -waiting, t.order.get(id(op), 0))
 
 
 def drive(policy: Policy, ops: Sequence[SchedOperator], max_steps: int | None = None) -> int:

@@ -112,29 +112,60 @@ class ChainPolicy(Policy):
                 second, top, best = top, p, op
             elif p > second:
                 second = p
-        if top == math.inf or second >= top - 1e-9 * max(1.0, abs(top)):
-            return super().pick(ready)       # a tie within the tolerance: the oldest batch decides
+        if top == math.inf:
+            return super().pick(ready)
         self.picks += 1
+        tol = 1e-9 * max(1.0, abs(top))
+        if second >= top - tol:              # a tie within the tolerance: the oldest batch decides
+            return self._oldest_of([op for op in ready if prio.get(id(op), 0.0) >= top - tol])
         return best
 
     def on_ran(self, op: SchedOperator, consumed: int) -> None:
-        self.runs += 1                     # Policy.on_ran inlined (after every run: 1-2 us a run was all this)
+        """``Policy.on_ran`` (queue widths), then the drift test against the statistics the last recompute
+        used. Inlined, with the knobs read from their slots and ``_out_width`` worked out here: after every
+        run, and most runs of a push cycle only forward a heartbeat (NEXMark q5: 9 of 11), so a microsecond
+        here is a tenth of such a run (issue 15)."""
+        self.runs += 1
         widths = self.widths
-        for q in (*op.input_queues, op.output):
+        for q in op.input_queues:
             t = q.tuples
             if t > 0:
                 w = q.bytes / t
                 old = widths.get(id(q))
                 widths[id(q)] = w if old is None else 0.8 * old + 0.2 * w
+        out = op.output
+        t = out.tuples
+        if t > 0:
+            w = out.bytes / t
+            old = widths.get(id(out))
+            widths[id(out)] = w if old is None else 0.8 * old + 0.2 * w
         self._since += 1
         if not self._stale:
             seen = self._seen.get(id(op))
             if seen is not None:
                 s, c, w = seen
-                drift = self.drift
-                if (_moved(s, op.selectivity, 0.01) > drift or _moved(c, op.cost_ns_per_tuple, 1e-12) > drift
-                        or _moved(w, self._out_width(op), 1e-12) > drift):
+                drift = self._knob_drift
+                # _moved, inlined: |new - old| / max(|old|, floor), the max written out (the builtin with
+                # two arguments costs 0.2 us, more than the rest of the test; same result, NaN included)
+                d = abs(s)
+                if abs(op.selectivity - s) / (0.01 if d < 0.01 else d) > drift:
                     self._stale = True
+                else:
+                    d = abs(c)
+                    if abs(op.cost_ns_per_tuple - c) / (1e-12 if d < 1e-12 else d) > drift:
+                        self._stale = True
+                    else:
+                        # _out_width: 0 at a sink, else the output's width; the loop above has just learned
+                        # it when the output holds anything, and a width never learned falls back to 0
+                        if not self.topology.consumers[id(op)]:          # Topology.is_sink
+                            now = 0.0
+                        elif self._knob_unit == "tuples":
+                            now = 1.0
+                        else:
+                            now = widths.get(id(out), 0.0)
+                        d = abs(w)
+                        if abs(now - w) / (1e-12 if d < 1e-12 else d) > drift:
+                            self._stale = True
         if self._stale and self._since >= self.RECOMPUTE_RUNS:
             self._dirty = True
 
@@ -265,13 +296,19 @@ class ChainPolicy(Policy):
             self.recompute()
         if len(ready) == 1:
             return ready[0]
-        prio, chain_of, depth, up = self.priorities, self.chain_of, self.topology.depth, self.topology.upstream
+        prio = self.priorities
         ps = [prio.get(id(op), 0.0) for op in ready]
         top = max(ps)
         tol = 1e-9 * max(1.0, abs(top)) if top != float("inf") else 0.0
         level = [op for op, p in zip(ready, ps) if p >= top - tol]
         if len(level) == 1:
             return level[0]
+        return self._oldest_of(level)
+
+    def _oldest_of(self, level: list[SchedOperator]) -> SchedOperator:
+        """The tie rule among operators of the top priority (``level``, two or more): the chain of the one
+        holding the oldest batch, and in it the furthest-downstream ready operator on that batch's way."""
+        chain_of, depth, up = self.chain_of, self.topology.depth, self.topology.upstream
         keys = {id(op): self.fifo_key(op) for op in level}      # each asked once per pick
         first = min(level, key=lambda op: keys[id(op)])         # the oldest batch of the level
         chain = chain_of.get(id(first))
@@ -296,3 +333,6 @@ class _Shape:
         written = {id(op.output) for op in topo.ops}
         self.leaves = [q for q in topo.queues.values() if id(q) not in written]
         self.multi = [id(op) for op in topo.ops if len(op.input_queues) > 1]
+
+
+assert (ChainPolicy.drift.slot, ChainPolicy.unit.slot) == ("_knob_drift", "_knob_unit")   # read so in on_ran

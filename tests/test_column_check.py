@@ -164,3 +164,42 @@ def test_a_string_list_is_checked_value_by_value_and_an_object_array_is_taken_on
     eng.heartbeat(10)
     eng.run()
     assert [e.row["a"] for e in q.drain()] == [0, 1, 2]
+
+
+def test_fast_path_declines_one_column_of_another_length_or_shape_in_any_position():
+    """Every column exact but one, which is one row longer or shorter, or two-dimensional: the fast path
+    declines (it compares every column's shape with the first one's), and the push says what is wrong."""
+    n = 4
+    good = {}
+    for name, t in SCHEMA:
+        if t == "STRING":
+            good[name] = np.array([str(i) for i in range(n)] + [None], dtype=object)[:-1]
+        else:
+            good[name] = np.arange(n).astype(DTYPES[t])
+    check = ColumnCheck(SCHEMA)
+    got, rows = check.exact(good)
+    assert rows == n and all(g is good[c] for g, (c, _) in zip(got, SCHEMA, strict=True))
+    for name, _ in SCHEMA:
+        for bad in (good[name][:-1], np.concatenate([good[name], good[name][:1]]), good[name].reshape(2, 2)):
+            cols = {**good, name: bad}
+            assert check.exact(cols) is None, (name, bad.shape)
+            with pytest.raises(InputError):
+                typed_columns(SCHEMA, cols=cols)
+
+
+@pytest.mark.parametrize("value", [0, 7, -7, TS_LIMIT, -TS_LIMIT, TS_LIMIT + 1, -TS_LIMIT - 1, 2**70, True, False,
+                                   np.int64(5), 5.0, 5.5, "1970-01-01T00:00:01Z"])
+def test_a_heartbeat_takes_a_timestamp_as_to_ticks_decides(value):
+    """``to_ticks`` takes a plain int in range at once (every heartbeat; issue 15); any other value, and an int
+    out of range, goes the general way: the verdicts are the documented ones (dsms/types.py)."""
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT)")
+    ok = not isinstance(value, bool) and value not in (TS_LIMIT + 1, -TS_LIMIT - 1, 2**70, 5.5)
+    if ok:
+        eng.heartbeat(value)
+        want = 1000 if isinstance(value, str) else int(value)
+        assert eng.frontier("S") == want and type(eng.frontier("S")) is int
+    else:
+        with pytest.raises(InputError, match="heartbeat: timestamp"):
+            eng.heartbeat(value)
+        assert eng.frontier("S") is None

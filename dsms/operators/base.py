@@ -143,11 +143,15 @@ class Operator(Entity):
             if not progressed:
                 break
         if done:
-            f = self.frontier()
+            f = frontiers[0] if k == 1 else self.frontier()
             self.on_frontier(f)
             self.forward_heartbeat(f)
             if keep_stats:
-                self._account(rows_in, self.output.tuples_in - out_before, perf_counter_ns() - t0)
+                rows_out = self.output.tuples_in - out_before
+                if rows_in or rows_out:
+                    self._account(rows_in, rows_out, perf_counter_ns() - t0)
+                else:                       # _account of a run that only forwarded a heartbeat, inlined
+                    self.batches_in += 1
         return done
 
     def _account(self, rows_in: int, rows_out: int, ns: int) -> None:
