@@ -4,10 +4,11 @@ rows in arrival order and, per key, the numbers of the rows holding it, in block
 
 An input that never deletes needs none of what ``SortedRunIndexSynopsis`` keeps for deletes (rows matched
 first in, first out, lifetimes, a signed form), and its rows never leave, so nothing is ever merged or
-re-sorted: each key is given a dense slot (``IntGroupIds``, shared by the join's two inputs: a direct lookup
-table while the keys are dense, a hash table otherwise) and owns a block of a pool of row numbers. A batch is
-grouped by slot with one sort of its slots; a slot whose block is full moves to a new block of twice the size
-at the end of the pool (so a row number is moved O(1) times on average), and the pool is compacted once the
+re-sorted: each key is given a dense slot (``KeySlots``, shared by the join's two inputs: the code itself, offset, while
+the codes are dense, else numbered by a table) keeps its first row in ``head`` and any later ones in a block of a pool of row numbers (a
+key held once, an auction by its id, needs no block). A batch of distinct keys in ascending order (new ids)
+is added with a few gathers; any other is grouped by slot with one sort of its slots; a slot whose block is
+full moves to a new block of twice the size at the end of the pool (so a row number is moved O(1) times on average), and the pool is compacted once the
 blocks left behind hold as many entries as the live ones. A probe is a gather of each slot's block start and
 length and one expansion into (probe, row) pairs: a few numpy calls whatever the number of rows held or of
 keys probed, and no binary search (numpy's is slow on probes in random order, ``sort_order.search``).
@@ -23,7 +24,7 @@ import numpy as np
 from control_tables import Stat
 from synopses.base import Synopsis
 from synopses.column_segments import ColumnSegments
-from synopses.group_ids import IntGroupIds
+from synopses.key_slots import KeySlots
 from synopses.sort_order import stable_argsort
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -55,26 +56,27 @@ def _grow(a: np.ndarray, n: int) -> np.ndarray:
 class AppendIndexSynopsis(Synopsis):
     """One insert-only input of a join: every row it ever delivered, found by key.
 
-    >>> slots = IntGroupIds()
+    >>> slots = KeySlots()
     >>> ix = AppendIndexSynopsis(slots)
-    >>> ix.append([np.array([10, 20, 10])], slots.ids(np.array([10, 20, 10])))
+    >>> ix.append([np.array([10, 20, 10])], slots.of(np.array([10, 20, 10])))
     0
-    >>> p, rows = ix.find(slots.ids(np.array([10, 30, 20])))
-    >>> p.tolist(), rows.tolist(), ix.gather(rows)[0].tolist(), ix.counts(np.array([10, 20, 30])).tolist()
-    ([0, 0, 2], [0, 2, 1], [10, 10, 20], [2, 1, 0])
+    >>> p, rows = ix.find(slots.of(np.array([10, 30, 20])))
+    >>> sorted(zip(p.tolist(), rows.tolist())), ix.gather(rows)[0].tolist(), ix.counts(np.array([10, 20, 30])).tolist()
+    ([(0, 0), (0, 2), (2, 1)], [10, 20, 10], [2, 1, 0])
     """
 
     kind = "append_index"
     distinct_keys = Stat(int, compute="key_count", name="keys", unit="keys",
                          doc="distinct join keys among the rows held")
 
-    def __init__(self, slots: IntGroupIds) -> None:
+    def __init__(self, slots: KeySlots) -> None:
         self.slots = slots                       # key code -> slot, shared with the join's other input
         self.n = 0                               # rows held, numbered 0 .. n-1 in arrival order
         self.cols = ColumnSegments()
-        self.start = np.zeros(0, dtype=np.int64)     # per slot: where its block begins in ``pool``
+        self.head = np.zeros(0, dtype=np.int64)      # per slot: its first row
         self.count = np.zeros(0, dtype=np.int64)     # ... how many rows it holds
-        self.cap = np.zeros(0, dtype=np.int64)       # ... and how many its block can hold
+        self.start = np.zeros(0, dtype=np.int64)     # ... where the block of its later rows begins in ``pool``
+        self.cap = np.zeros(0, dtype=np.int64)       # ... and how many rows that block can hold
         self.pool = np.zeros(0, dtype=np.int64)      # row numbers, block by block (entries up to ``used``)
         self.used = 0
         self.stale = 0                           # entries of blocks left behind when their slot moved
@@ -91,7 +93,8 @@ class AppendIndexSynopsis(Synopsis):
         return self.keys_held
 
     def nbytes(self) -> int:
-        return self.cols.nbytes() + self.start.nbytes + self.count.nbytes + self.cap.nbytes + self.pool.nbytes
+        return (self.cols.nbytes() + self.head.nbytes + self.start.nbytes + self.count.nbytes + self.cap.nbytes
+                + self.pool.nbytes)
 
     def most_per_key(self) -> int:
         """The most rows any one key holds: no probe finds more."""
@@ -106,35 +109,56 @@ class AppendIndexSynopsis(Synopsis):
             return r0
         self.cols.append(cols, m)
         self.cover(self.slots.n)
+        self.n = r0 + m
         if m == 1 or (slots[1:] > slots[:-1]).all():
-            # one row per slot (new ids in ascending order: auctions, people): no grouping
-            uniq, order, first, size = slots, None, None, 1
+            # distinct keys in ascending order (new ids: auctions, people): one row each, no grouping
+            old = self.count[slots]
+            self.count[slots] = old + 1
+            if not old.any():
+                self.head[slots] = np.arange(r0, r0 + m)
+                self.keys_held += m
+                self.most = max(self.most, 1)
+                return r0
+            uniq, size, rows, first = slots, np.ones(m, dtype=np.int64), np.arange(r0, r0 + m), None
         else:
             order = stable_argsort(slots)
             s = slots[order]
             first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
             uniq = s[first]
             size = np.diff(first, append=m)
-        old = self.count[uniq]
-        need = old + size
+            rows = order + r0
+            old = self.count[uniq]
+            self.count[uniq] = old + size
+        fresh = old == 0
+        if fresh.any():                                   # a key's first row goes to ``head``
+            f = np.flatnonzero(fresh)
+            self.head[uniq[f]] = rows[f if first is None else first[f]]
+            self.keys_held += len(f)
+        self.most = max(self.most, int((old + size).max()))
+        later = size - fresh                              # rows per key that go to its block
+        if not later.any():
+            return r0
+        held = np.maximum(old - 1, 0)
+        need = held + later
         full = need > self.cap[uniq]
         if full.any():
-            self._move(uniq[full], old[full], need[full])
-        if order is None:
-            self.pool[self.start[uniq] + old] = np.arange(r0, r0 + m)
-        else:
-            rank = np.arange(m) - np.repeat(first, size)
-            self.pool[self.start[s] + self.count[s] + rank] = order + r0
-        self.count[uniq] = need
-        self.keys_held += int(np.count_nonzero(old == 0))
-        self.most = max(self.most, int(need.max()))
-        self.n = r0 + m
+            self._move(uniq[full], held[full], need[full])
+        if first is None:                                 # one row per key: those of keys held before
+            k = np.flatnonzero(~fresh)
+            self.pool[self.start[uniq[k]] + held[k]] = rows[k]
+            return r0
+        g = np.repeat(np.arange(len(uniq)), size)         # each sorted row's key, and its rank among the
+        rank = np.arange(m) - first[g] - fresh[g]         # key's rows going to the block (-1: its head)
+        k = np.flatnonzero(rank >= 0)
+        gk = g[k]
+        self.pool[self.start[uniq[gk]] + held[gk] + rank[k]] = rows[k]
         return r0
 
     def cover(self, slots: int) -> None:
         """Make the per-slot arrays long enough for ``slots`` slots (the shared table may have handed out slots
         to keys only the other input holds)."""
         if slots > len(self.count):
+            self.head = _grow(self.head, slots)
             self.start = _grow(self.start, slots)
             self.count = _grow(self.count, slots)
             self.cap = _grow(self.cap, slots)
@@ -159,8 +183,8 @@ class AppendIndexSynopsis(Synopsis):
 
     def _compact(self) -> None:
         """Move every slot's block to the front of the pool, tight (entries of blocks left behind go)."""
-        live = np.flatnonzero(self.count)
-        cnt = self.count[live]
+        live = np.flatnonzero(self.count > 1)
+        cnt = self.count[live] - 1
         new_start = np.cumsum(cnt) - cnt
         _, src = expand(self.start[live], cnt)
         self.pool = np.concatenate([self.pool[src], np.zeros(max(64, len(src)), dtype=np.int64)])
@@ -172,20 +196,24 @@ class AppendIndexSynopsis(Synopsis):
     # ---------------------------------------------------------------- probes
 
     def find(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(probe index, row number) of every held row whose key is a probe's, by probe, then oldest first."""
+        """(probe index, row number) of every held row whose key is a probe's."""
         if not self.n or not len(slots):
             return _EMPTY, _EMPTY
         self.cover(self.slots.n)
         cnt = self.count[slots]
-        if self.most == 1:                      # a row per key at most (auctions by id): no expansion
-            pidx = np.flatnonzero(cnt)
-            return pidx, self.pool[self.start[slots[pidx]]]
-        pidx, pos = expand(self.start[slots], cnt)
-        return pidx, self.pool[pos]
+        pidx = np.flatnonzero(cnt)
+        rows = self.head[slots[pidx]]
+        if self.most <= 1:                      # a row per key at most (auctions by id): heads alone
+            return pidx, rows
+        more = np.maximum(cnt - 1, 0)
+        p2, pos = expand(self.start[slots], more)
+        if not len(p2):
+            return pidx, rows
+        return np.concatenate([pidx, p2]), np.concatenate([rows, self.pool[pos]])
 
     def counts(self, codes: np.ndarray) -> np.ndarray:
         """Per probe key code, how many rows hold it."""
-        slots = self.slots.ids(codes)
+        slots = self.slots.of(codes)
         self.cover(self.slots.n)
         return self.count[slots]
 

@@ -74,7 +74,8 @@ class ColumnSegments:
 
     def _copy(self, cols: list[np.ndarray], m: int) -> None:
         seg = self.segs[-1] if self.open else None
-        if seg is not None and not all(np.result_type(a.dtype, c.dtype) == a.dtype for a, c in zip(seg, cols)):
+        if seg is not None and not all(a.dtype == c.dtype or np.result_type(a.dtype, c.dtype) == a.dtype
+                                       for a, c in zip(seg, cols)):
             seg = None                                  # a wider type: a new segment of that type
         if seg is not None and self.fill + m > len(seg[0]):
             if self.fill + m > OPEN_ROWS:

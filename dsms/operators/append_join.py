@@ -30,7 +30,7 @@ import numpy as np
 
 from dsms.batch import Batch
 from synopses.append_index import AppendIndexSynopsis
-from synopses.group_ids import IntGroupIds
+from synopses.key_slots import KeySlots
 from synopses.sort_order import search_both, stable_argsort
 
 if TYPE_CHECKING:
@@ -42,8 +42,9 @@ class AppendJoin:
     """The insert-only state and release of one ``JoinOp``: both inputs' indexes share one key-slot table."""
 
     def __init__(self) -> None:
-        self.slots = IntGroupIds()
+        self.slots = KeySlots()
         self.sides = (AppendIndexSynopsis(self.slots), AppendIndexSynopsis(self.slots))
+        self.slots.rows = lambda: self.sides[0].n + self.sides[1].n
         self._memo: dict[int, tuple[Batch, np.ndarray]] = {}
 
     def _slots_of(self, op: JoinOp, side: int, batch: Batch) -> np.ndarray:
@@ -52,7 +53,7 @@ class AppendJoin:
         got = self._memo.get(side)
         if got is not None and got[0] is batch:
             return got[1]
-        slots = self.slots.ids(op._codes(side, batch))
+        slots = self.slots.of(op._codes(side, batch))
         self._memo[side] = (batch, slots)
         return slots
 
