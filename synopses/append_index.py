@@ -147,11 +147,14 @@ class AppendIndexSynopsis(Synopsis):
             k = np.flatnonzero(~fresh)
             self.pool[self.start[uniq[k]] + held[k]] = rows[k]
             return r0
-        g = np.repeat(np.arange(len(uniq)), size)         # each sorted row's key, and its rank among the
-        rank = np.arange(m) - first[g] - fresh[g]         # key's rows going to the block (-1: its head)
-        k = np.flatnonzero(rank >= 0)
-        gk = g[k]
-        self.pool[self.start[uniq[gk]] + held[gk] + rank[k]] = rows[k]
+        # the sorted rows of a key go to its block from ``held`` on, in order, after its head if it is new:
+        # row i of the key starting at ``first`` goes to start + held + (i - first) - fresh
+        pos = np.repeat(self.start[uniq] + held - first - fresh, size) + np.arange(m)
+        if fresh.any():
+            keep = np.ones(m, dtype=bool)
+            keep[first[f]] = False                        # the heads
+            pos, rows = pos[keep], rows[keep]
+        self.pool[pos] = rows
         return r0
 
     def cover(self, slots: int) -> None:
