@@ -109,18 +109,24 @@ class AppendJoin:
             found = [f for f in found if len(f.ts)]
         if not found:
             return
-        ts = found[0].ts if len(found) == 1 else np.concatenate([f.ts for f in found])
-        order = None
-        if not (ts[1:] >= ts[:-1]).all():
-            order = stable_argsort(ts)
-            ts = ts[order]
+        found = [f.in_time_order() for f in found]
         width = L.width
-        cols = found[0].columns(width)
-        if len(found) > 1:
-            more = [f.columns(width) for f in found[1:]]
-            cols = [np.concatenate([c, *(m[j] for m in more)]) for j, c in enumerate(cols)]
-        if order is not None:
-            cols = [c[order] for c in cols]
+        if len(found) == 1:
+            ts, cols = found[0].ts, found[0].columns(width)
+        else:                                     # two sets in time order each: merged by one search
+            a, b = found
+            n = len(a.ts) + len(b.ts)
+            at_a = np.searchsorted(b.ts, a.ts, side="right") + np.arange(len(a.ts))
+            mask = np.ones(n, dtype=bool)
+            mask[at_a] = False
+            at_b = np.flatnonzero(mask)
+            ts = np.empty(n, dtype=np.int64)
+            ts[at_a], ts[at_b] = a.ts, b.ts
+            cols = []
+            for ca, cb in zip(a.columns(width), b.columns(width)):
+                c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
+                c[at_a], c[at_b] = ca, cb
+                cols.append(c)
         op.emit(Batch(ts, np.ones(len(ts), dtype=np.int8), cols))
 
 
@@ -153,6 +159,14 @@ class _Pairs:
             for (i, _), c in zip(held, self.index.columns([j for _, j in held], self.rows)):
                 out[i] = c
         return out
+
+    def in_time_order(self) -> _Pairs:
+        """These pairs ordered by instant (stable), or themselves when they are."""
+        ts = self.ts
+        if (ts[1:] >= ts[:-1]).all():
+            return self
+        o = stable_argsort(ts)
+        return _Pairs(ts[o], self.mine, self.at[o], self.index, self.rows[o], self.left)
 
     def where(self, pred: CompiledExpr, width_l: int) -> _Pairs:
         """The pairs for which ``pred`` holds, evaluated over the columns it reads alone."""
