@@ -157,3 +157,21 @@ def test_state_bytes_and_rows_are_reported():
         table = syn.get()
         assert table["kind"] == "append_index" and table["size"] == 50 and table["bytes"] > 50 * 8
     assert join.sides[0].get("keys") == 7 and join.sides[1].get("keys") == 5
+
+
+def test_an_insert_only_join_cannot_be_sampled_and_says_so_before_any_projection():
+    """No window to sample: a switch to reservoir, or the projection the memory governor asks for first, is
+    refused with ValueError (which the governor takes as "not this one"), and exact state is projected as is."""
+    eng = Engine()
+    for s in CATALOG:
+        eng.execute(s)
+    eng.execute(QUERIES[1])
+    eng.push("A", [{"id": 1, "t": 1, "e": 1, "s": "a"}], ts=[1])
+    eng.heartbeat(2)
+    eng.run()
+    join = _join(eng)
+    with pytest.raises(ValueError, match="first in, first out"):
+        join.projected_bytes("reservoir")
+    with pytest.raises(ValueError, match="first in, first out"):
+        join.switch_kind("reservoir")
+    assert join.projected_bytes("exact") == join.table_bytes() > 0 and join.kind_in_effect() == "exact"
