@@ -74,6 +74,12 @@ class AppendJoin:
                 index.cover(self.slots.n)
                 total += int(index.count[s].sum())
         if n0 and n1 and total <= budget:
+            # pairs of two released rows: at most one per row of one part when the other part's keys are
+            # distinct (new auctions, people: ascending ids); else counted
+            if total + n1 <= budget and (n0 == 1 or (s0[1:] > s0[:-1]).all()):
+                return True
+            if total + n0 <= budget and (n1 == 1 or (s1[1:] > s1[:-1]).all()):
+                return True
             total += _shared(s0, s1, self.slots.n)
         return total <= budget
 
