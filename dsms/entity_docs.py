@@ -28,14 +28,15 @@ from dsms.queues import Queue
 from dsms.system import EngineSystem
 from scheduler import POLICIES, Policy
 from synopses import RelationSynopsis, SortedRunIndexSynopsis, StateSynopsis, WindowSynopsis
+from synopses.append_index import AppendIndexSynopsis
 from synopses.shared_store import SharedWindowStore
 from synopses.state import RowStateSynopsis
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
              SemiJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp, ChangelogOp,
              SnapshotOp)
-SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, RelationSynopsis, StateSynopsis,
-            RowStateSynopsis)
+SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, AppendIndexSynopsis, RelationSynopsis,
+            StateSynopsis, RowStateSynopsis)
 
 INTRO = """# Control tables
 
@@ -86,7 +87,8 @@ What the knobs do:
   refused). The switch applies from the next instant; exact to reservoir samples the rows held and deletes
   the rest, reservoir to exact drains (`in_effect` reads `draining`) until the sampled rows have left the
   window. Results above are marked approximate and COUNT and SUM scaled by 1/(p_L p_R).
-  docs/approximate-synopses.md.
+  docs/approximate-synopses.md. A join input that never deletes (a stream under `[RANGE UNBOUNDED]`, a view
+  over such joins) has an `append_index` synopsis instead, always exact (no `kind` knob: no window to sample).
 """
 
 

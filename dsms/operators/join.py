@@ -23,6 +23,10 @@ applied in one of two ways:
 
 Equi-join columns are the key; any other predicate filters the joined rows.
 
+**Inputs that never delete** (``insert_only``, from the plan's ``monotone``: streams under ``[RANGE UNBOUNDED]``)
+need neither form: their state and release are ``AppendJoin``'s (``append_join.py``), with an append-only index
+per input.
+
 **Windows fused into the join.** The planner runs a RANGE window that only this join reads inside the join
 (``fuse_window``; ``dsms/plan/physical.py``): the join reads the window's input, hands it every batch and
 heartbeat, and takes the deletes and inserts it releases as two lists, with no queue between them, no
@@ -54,6 +58,7 @@ import numpy as np
 
 from dsms.batch import Batch, ConcatBatch, Heartbeat, concat, take_until
 from dsms.expr.compile import CompiledExpr
+from dsms.operators.append_join import AppendJoin
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
@@ -77,7 +82,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
     kind = "join"
 
     def __init__(self, left: Queue, right: Queue, out: Queue, left_keys: tuple[int, ...],
-                 right_keys: tuple[int, ...], predicate: CompiledExpr | None, dtypes: list) -> None:
+                 right_keys: tuple[int, ...], predicate: CompiledExpr | None, dtypes: list,
+                 insert_only: bool = False) -> None:
         label = " AND ".join(f"L${a} = R${b}" for a, b in zip(left_keys, right_keys))
         if predicate is not None:
             label = (label + " AND " if label else "") + predicate.text
@@ -85,7 +91,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.keys = (tuple(left_keys), tuple(right_keys))
         self.predicate = predicate
         self.dtypes = dtypes
-        self.sides = (SortedRunIndexSynopsis(), SortedRunIndexSynopsis())
+        # inputs that never delete (the planner knows): an append-only index each (``append_join.py``)
+        self.append = AppendJoin() if insert_only else None
+        self.sides = self.append.sides if insert_only else (SortedRunIndexSynopsis(), SortedRunIndexSynopsis())
         self.synopses = list(self.sides)
         self.key_ids: dict[tuple, int] = {}
         self.int_key_ids: list[IntIds] | None = None     # keys of several INT columns (``_int_codes``)
@@ -366,6 +374,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def _bounded(self, parts: dict) -> dict:
         """The release cut to its longest prefix in time order whose pairs stay within ``PAIR_BUDGET`` (at
         least one row); the rest goes back where it came from and ``more`` says where it starts."""
+        if self.append is not None and self.append.fits(self, parts, PAIR_BUDGET):
+            return parts                                   # counted exactly by key
         comps: list[tuple[int, int, Batch]] = []          # (side, 0 deletes / 1 inserts or signed rows, batch)
         for side, p in parts.items():
             if type(p) is tuple:
@@ -546,6 +556,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
         inserts. A window that retracts in order needs no matching of its deletes with the rows they retract
         (``SortedRunIndexSynopsis.match_ordered``); other deletes are matched value for value, and when they do not
         match first in, first out the release is applied as signed rows."""
+        if self.append is not None:
+            self.append.apply(self, parts)
+            return
         rels = []
         for side in (0, 1):
             self.count_copies(side, parts.get(side))

@@ -92,6 +92,9 @@ class JoinStateKind:
         once they are back). Raises ValueError for a kind a join does not take."""
         if kind not in KINDS:
             raise ValueError(f"unknown synopsis kind {kind!r} for a join; it takes one of {', '.join(KINDS)}")
+        if kind == "reservoir" and self.kind_in_effect() == "exact":
+            for side in (0, 1):
+                self._check(side, kind)           # a switch that cannot happen has no projection either
         if kind == self.kind_in_effect():
             return sum(s.nbytes() for s in self.sides)
         if kind == "exact":

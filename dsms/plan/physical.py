@@ -382,7 +382,8 @@ class PhysicalPlanner:
             self._joins.pop()
         out = self._new_queue()
         pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
-        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types))
+        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types),
+                    insert_only=node.left.monotone and node.right.monotone)
         op.seed_base = self.engine.config["seed"]
         op.fifo_windows = [self._window_below(node.left), self._window_below(node.right)]
         if left is not right:

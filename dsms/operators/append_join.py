@@ -1,0 +1,194 @@
+"""The release of a join whose two inputs never delete (streams under ``[RANGE UNBOUNDED]``, views over such
+joins; the planner knows it from the plan, ``monotone``): NEXMark q3's Auction ⋈ Person, q4's and q9's
+Auction ⋈ Bid.
+
+Source: digest-002a section 2.15 (Δ(L ⋈ R) = ΔL ⋈ R + L' ⋈ ΔR; with inserts only, no negative tuples ever
+arise) and digest-004 R-PLAN-06 (one synopsis per input, hashed on the join key).
+
+A release of new left rows ΔL and new right rows ΔR adds exactly the pairs ΔL ⋈ R_old and L_new ⋈ ΔR, where
+L_new = L_old + ΔL. So the new left rows probe the right input's index before ΔR is added, then join the left
+index, and the new right rows probe it, then join the right index: each pair is found once, with no
+lifetimes to track (every pair lives forever) and no staging. A pair enters at the later of its rows'
+instants: the new row's for a pair with an old row (every held row entered at or before any released one), the
+later of the two for a pair of new rows. Pairs come out in time order (sorted only when a pair of new rows
+breaks the order of the probes).
+
+The join's other predicate (a band such as ``B.dateTime BETWEEN A.dateTime AND A.expires``, when it is part of
+the join) is evaluated on the matched pairs over the columns it reads alone; only the pairs that pass have all
+their columns gathered.
+
+The pairs a release makes are counted exactly before it is applied, from each key's row count on the other
+side and the keys the two released parts share (``fits``), so the join's bounded runs (``PAIR_BUDGET``) cost
+one gather per released row here; only a release over the budget goes through ``JoinOp._bounded``'s cut.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dsms.batch import Batch
+from synopses.append_index import AppendIndexSynopsis
+from synopses.key_slots import KeySlots
+from synopses.sort_order import search_both, stable_argsort
+
+if TYPE_CHECKING:
+    from dsms.expr.compile import CompiledExpr
+    from dsms.operators.join import JoinOp
+
+
+class AppendJoin:
+    """The insert-only state and release of one ``JoinOp``: both inputs' indexes share one key-slot table."""
+
+    def __init__(self) -> None:
+        self.slots = KeySlots()
+        self.sides = (AppendIndexSynopsis(self.slots), AppendIndexSynopsis(self.slots))
+        self.slots.rows = lambda: self.sides[0].n + self.sides[1].n
+        self._memo: dict[int, tuple[Batch, np.ndarray]] = {}
+
+    def _slots_of(self, op: JoinOp, side: int, batch: Batch) -> np.ndarray:
+        """The key slot of each row of a released batch (once per release: ``fits`` and ``apply`` both need
+        them)."""
+        got = self._memo.get(side)
+        if got is not None and got[0] is batch:
+            return got[1]
+        slots = self.slots.of(op._codes(side, batch))
+        self._memo[side] = (batch, slots)
+        return slots
+
+    def fits(self, op: JoinOp, parts: dict, budget: int) -> bool:
+        """Whether the release makes at most ``budget`` pairs, counted exactly."""
+        L, R = self.sides
+        lb, rb = parts.get(0), parts.get(1)
+        n0 = len(lb) if lb is not None else 0
+        n1 = len(rb) if rb is not None else 0
+        if n0 * (R.most + n1) + n1 * (L.most + n0) <= budget:
+            return True
+        total = 0
+        s0 = self._slots_of(op, 0, lb) if n0 else None
+        s1 = self._slots_of(op, 1, rb) if n1 else None
+        for side, s in ((0, s1), (1, s0)):           # each released row's matches among the held rows
+            index = self.sides[side]
+            if s is not None and index.n:
+                index.cover(self.slots.n)
+                total += int(index.count[s].sum())
+        if n0 and n1 and total <= budget:
+            # pairs of two released rows: at most one per row of one part when the other part's keys are
+            # distinct (new auctions, people: ascending ids); else counted
+            if total + n1 <= budget and (n0 == 1 or (s0[1:] > s0[:-1]).all()):
+                return True
+            if total + n0 <= budget and (n1 == 1 or (s1[1:] > s1[:-1]).all()):
+                return True
+            total += _shared(s0, s1, self.slots.n)
+        return total <= budget
+
+    def apply(self, op: JoinOp, parts: dict) -> None:
+        """Add the released rows of each side (batches of inserts) and emit the pairs they make."""
+        L, R = self.sides
+        lb, rb = parts.get(0), parts.get(1)
+        found: list[_Pairs] = []
+        n_old = L.n
+        if lb is not None and len(lb):
+            sl = self._slots_of(op, 0, lb)
+            if R.n:
+                p, rr = R.find(sl)
+                if len(p):
+                    found.append(_Pairs(lb.ts[p], lb.cols, p, R, rr, True))
+            L.append(lb.cols, sl)
+        if rb is not None and len(rb):
+            sr = self._slots_of(op, 1, rb)
+            if L.n:
+                q, lr = L.find(sr)
+                if len(q):
+                    ts = rb.ts[q]
+                    if n_old < L.n and int(lb.ts[-1]) > int(ts[0]):
+                        new = np.flatnonzero(lr >= n_old)     # pairs of two new rows: at the later instant
+                        if len(new):
+                            ts[new] = np.maximum(ts[new], lb.ts[lr[new] - n_old])
+                    found.append(_Pairs(ts, rb.cols, q, L, lr, False))
+            R.append(rb.cols, sr)
+        self._memo.clear()
+        pred = op.predicate
+        if pred is not None:
+            found = [f.where(pred, L.width) for f in found]
+            found = [f for f in found if len(f.ts)]
+        if not found:
+            return
+        found = [f.in_time_order() for f in found]
+        width = L.width
+        if len(found) == 1:
+            ts, cols = found[0].ts, found[0].columns(width)
+        else:                                     # two sets in time order each: merged by one search
+            a, b = found
+            n = len(a.ts) + len(b.ts)
+            at_a = np.searchsorted(b.ts, a.ts, side="right") + np.arange(len(a.ts))
+            mask = np.ones(n, dtype=bool)
+            mask[at_a] = False
+            at_b = np.flatnonzero(mask)
+            ts = np.empty(n, dtype=np.int64)
+            ts[at_a], ts[at_b] = a.ts, b.ts
+            cols = []
+            for ca, cb in zip(a.columns(width), b.columns(width)):
+                c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
+                c[at_a], c[at_b] = ca, cb
+                cols.append(c)
+        op.emit(Batch(ts, np.ones(len(ts), dtype=np.int8), cols))
+
+
+class _Pairs:
+    """Pairs of released rows (``mine``: the batch's columns, ``at``: positions in it) with held or just added
+    rows of the other input (``index``, ``rows``), entering at ``ts``; ``left``: the released rows are the left
+    input's. Columns are gathered per pair set: the released rows' from their batch, the others' from the
+    index."""
+
+    __slots__ = ("ts", "mine", "at", "index", "rows", "left")
+
+    def __init__(self, ts: np.ndarray, mine: list[np.ndarray], at: np.ndarray, index: AppendIndexSynopsis,
+                 rows: np.ndarray, left: bool) -> None:
+        self.ts, self.mine, self.at, self.index, self.rows, self.left = ts, mine, at, index, rows, left
+
+    def columns(self, width_l: int, which: list[int] | None = None) -> list[np.ndarray]:
+        """The joined rows' columns (left, then right; those numbered in ``which`` when given, in that order)."""
+        k = len(self.mine)
+        if which is None:
+            mine = [c[self.at] for c in self.mine]
+            theirs = self.index.gather(self.rows)
+            return mine + theirs if self.left else theirs + mine
+        off = 0 if self.left else width_l                  # where the released rows' columns start
+        out: list = [None] * len(which)
+        held = [(i, j - (width_l if self.left else 0)) for i, j in enumerate(which) if not off <= j < off + k]
+        for i, j in enumerate(which):
+            if off <= j < off + k:
+                out[i] = self.mine[j - off][self.at]
+        if held:
+            for (i, _), c in zip(held, self.index.columns([j for _, j in held], self.rows)):
+                out[i] = c
+        return out
+
+    def in_time_order(self) -> _Pairs:
+        """These pairs ordered by instant (stable), or themselves when they are."""
+        ts = self.ts
+        if (ts[1:] >= ts[:-1]).all():
+            return self
+        o = stable_argsort(ts)
+        return _Pairs(ts[o], self.mine, self.at[o], self.index, self.rows[o], self.left)
+
+    def where(self, pred: CompiledExpr, width_l: int) -> _Pairs:
+        """The pairs for which ``pred`` holds, evaluated over the columns it reads alone."""
+        n = len(self.ts)
+        keys = sorted(pred.columns)
+        cols = self.columns(width_l, [int(key[1:]) for key in keys])
+        keep = np.flatnonzero(pred(dict(zip(keys, cols)), n))
+        if len(keep) == n:
+            return self
+        return _Pairs(self.ts[keep], self.mine, self.at[keep], self.index, self.rows[keep], self.left)
+
+
+def _shared(a: np.ndarray, b: np.ndarray, slots: int) -> int:
+    """How many pairs of equal slots the two arrays make (the pairs of two released rows)."""
+    if slots <= 4 * (len(a) + len(b)) + 4096:
+        return int(np.dot(np.bincount(a, minlength=slots), np.bincount(b, minlength=slots)))
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    lo, hi = search_both(np.sort(large), small)
+    return int((hi - lo).sum())
