@@ -395,8 +395,9 @@ class PhysicalPlanner:
                     self._fuse_project(op, side, child)
         sides = ((node.left, node.left_keys, node.right_keys), (node.right, node.right_keys, node.left_keys))
         for side, (child, keys, other) in enumerate(sides):
-            if op.windows[1 - side] is None and keyed_on(child, keys, self._view_root):
-                # at most one row per join key: held as a map (dsms/plan/unique_keys.py)
+            if op.append is None and op.windows[1 - side] is None and keyed_on(child, keys, self._view_root):
+                # at most one row per join key: held as a map (dsms/plan/unique_keys.py); a join whose inputs
+                # never delete keeps its append-only indexes (a DISTINCT over a stream is both)
                 op.key_side(side, group_column(unique_key(child, self._view_root), child.types, keys, other))
         return out, op
 
