@@ -405,6 +405,8 @@ class VectorAggregateOp(FinalInstantsOperator):
         n = len(code)
         lo, hi = int(code.min()), int(code.max())
         span = hi - lo + 1
+        if span > 4 * n + 1024:                          # too many cells whatever the instants (and keys far
+            return False                                 # apart, e.g. both ends of int64, overflow the cells)
         ts = batch.ts
         if ts[0] == ts[-1]:
             k, cell, inst_ts = 1, code - lo, ts[:1]
