@@ -11,8 +11,7 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.generators import apply, compare
-from oracle.reference import Reference
+from oracle.generators import check_query
 
 from dsms import Engine
 from dsms.operators.join import JoinOp
@@ -62,21 +61,7 @@ def actions(seed: int, wide: bool, n: int = 50) -> list:
 
 
 def check(statements: list[str], query: str, acts: list, until: int) -> Engine:
-    ref = Reference()
-    for s in (*CATALOG, *statements):
-        ref.execute(s)
-    name = ref.execute(query)
-    eng = Engine()
-    for s in (*CATALOG, *statements):
-        eng.execute(s)
-    q = eng.execute(query)
-    for a in acts:
-        apply(ref, a)
-        apply(eng, a)
-    eng.heartbeat(until)
-    eng.run()
-    compare(ref.results(name, until), [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()])
-    return eng
+    return check_query((*CATALOG, *statements), query, acts, until)
 
 
 @settings(max_examples=60, deadline=None)

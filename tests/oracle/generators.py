@@ -116,6 +116,30 @@ def run_engine(w: Workload, info: dict | None = None, policy: str | None = None,
     return [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()]
 
 
+def check_query(statements: tuple, query: str, actions, until: int):
+    """Run ``query`` after ``statements`` through the reference evaluator and the engine, apply ``actions``
+    to both, heartbeat ``until``, compare the results, and return the engine (for tests that then look at
+    its operators)."""
+    from dsms import Engine
+    from oracle.reference import Reference
+
+    ref = Reference()
+    for s in statements:
+        ref.execute(s)
+    name = ref.execute(query)
+    eng = Engine()
+    for s in statements:
+        eng.execute(s)
+    q = eng.execute(query)
+    for a in actions:
+        apply(ref, a)
+        apply(eng, a)
+    eng.heartbeat(until)
+    eng.run()
+    compare(ref.results(name, until), [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()])
+    return eng
+
+
 # ------------------------------------------------------------------------------------------------ comparison
 
 
