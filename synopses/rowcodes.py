@@ -329,23 +329,17 @@ def row_hashes(cols: list[np.ndarray]) -> np.ndarray:
     return h
 
 
-def hashed_codes(cols: list[np.ndarray]) -> np.ndarray | None:
-    """Dense int64 codes equal exactly when the rows are equal in SQL (as ``value_keys``), like ``row_codes``
-    but from one sort of the rows' hashes instead of one per column (wide columns, prices or timestamps, cost
-    a sort each there). Every run of equal hashes is checked to hold equal rows; if two unequal rows share a
-    hash, which is rare, the codes come from ``row_codes``. The codes are numbered in hash order, not in the
-    rows' order: they say which rows are equal, nothing more.
-
-    >>> hashed_codes([np.array([5, 7, 5]), np.array(["a", "b", "a"], dtype=object)]).tolist() in ([0, 1, 0], [1, 0, 1])
-    True
-    """
-    n = len(cols[0]) if cols else 0
-    if not n:
-        return np.zeros(n, dtype=np.int64)
-    h = row_hashes(cols)
+def hash_runs(cols: list[np.ndarray], h: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(order, start): the rows (at least one) sorted by their hashes (``h``, by default ``row_hashes``), and
+    where each run of equal hashes starts in that order, every run checked to hold rows equal in SQL (as
+    ``value_keys``); None when two unequal rows share a hash, which is rare. Rows grouped by one sort of a
+    hash instead of one per column (``row_codes``): wide columns, prices or timestamps, cost a sort each
+    there."""
+    if h is None:
+        h = row_hashes(cols)
     order = np.argsort(h)
     hs = h[order]
-    start = np.ones(n, dtype=bool)
+    start = np.ones(len(h), dtype=bool)
     start[1:] = hs[1:] != hs[:-1]
     pair = np.flatnonzero(~start[1:])                  # sorted rows pair, pair + 1 share a hash
     if len(pair):
@@ -355,7 +349,26 @@ def hashed_codes(cols: list[np.ndarray]) -> np.ndarray | None:
             k = c if c.dtype.kind == "O" else value_keys(c)
             eq &= k[a] == k[b]
         if not eq.all():
-            return row_codes(cols)
+            return None
+    return order, start
+
+
+def hashed_codes(cols: list[np.ndarray]) -> np.ndarray | None:
+    """Dense int64 codes equal exactly when the rows are equal in SQL (as ``value_keys``), like ``row_codes``
+    but from one sort of the rows' hashes (``hash_runs``); if two unequal rows share a hash, the codes come
+    from ``row_codes``. The codes are numbered in hash order, not in the rows' order: they say which rows are
+    equal, nothing more.
+
+    >>> hashed_codes([np.array([5, 7, 5]), np.array(["a", "b", "a"], dtype=object)]).tolist() in ([0, 1, 0], [1, 0, 1])
+    True
+    """
+    n = len(cols[0]) if cols else 0
+    if not n:
+        return np.zeros(n, dtype=np.int64)
+    runs = hash_runs(cols)
+    if runs is None:
+        return row_codes(cols)
+    order, start = runs
     code = np.empty(n, dtype=np.int64)
     code[order] = np.cumsum(start) - 1
     return code

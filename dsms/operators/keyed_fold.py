@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from dsms.batch import Batch
-from synopses.rowcodes import row_hashes, value_keys
+from synopses.rowcodes import hash_runs
 
 
 def fold_keyed(b: Batch, key: tuple[int, ...]) -> Batch | None:
@@ -37,23 +37,15 @@ def fold_keyed(b: Batch, key: tuple[int, ...]) -> Batch | None:
         last = np.array([n - 1], dtype=np.int64)
     else:
         cols = [b.cols[k] for k in key]
-        single = len(cols) == 1 and cols[0].dtype.kind in "iub"
-        h = cols[0] if single else row_hashes(cols)
-        order = np.argsort(h)                          # unstable: the last position is taken per run
-        hs = h[order]
-        start = np.empty(n, dtype=bool)
-        start[0] = True
-        np.not_equal(hs[1:], hs[:-1], out=start[1:])
-        if not single:
-            pair = np.flatnonzero(~start[1:])          # sorted rows pair, pair + 1 share a hash
-            if len(pair):
-                x, y = order[pair], order[pair + 1]
-                eq = np.ones(len(pair), dtype=bool)
-                for c in cols:
-                    k = c if c.dtype.kind == "O" else value_keys(c)
-                    eq &= k[x] == k[y]
-                if not eq.all():
-                    return None
+        if len(cols) == 1 and cols[0].dtype.kind in "iub":    # the key itself: no hashing
+            order = np.argsort(cols[0])                # unstable: the last position is taken per run
+            hs = cols[0][order]
+            start = np.ones(n, dtype=bool)
+            start[1:] = hs[1:] != hs[:-1]
+        elif (runs := hash_runs(cols)) is not None:
+            order, start = runs
+        else:
+            return None
         last = np.maximum.reduceat(order, np.flatnonzero(start))
     last = last[b.sign[last] > 0]
     last.sort()

@@ -14,7 +14,7 @@ from dsms.batch import Batch, concat, from_rows, take_until
 from dsms.operators.base import Operator
 from dsms.operators.keyed_fold import fold_keyed
 from synopses.base import deep_bytes
-from synopses.rowcodes import hashed_codes, row_codes, row_hashes, segments, value_keys
+from synopses.rowcodes import hash_runs, hashed_codes, row_codes, row_hashes, segments
 from synopses.sort_order import stable_argsort
 from synopses.state import StateSynopsis
 
@@ -136,24 +136,14 @@ class NettingOperator(Operator):
         coding every column (``row_codes`` sorts each wide column) and sorting the codes. Equal hashes are
         only candidates, so every run of equal hashes is checked to hold one instant and one row (SQL
         equality, as ``value_keys``); a collision, which is rare, hands the batch to ``_net_coded``."""
-        ts = ready.ts
-        order = np.argsort(key)
-        ks = key[order]
-        start = np.ones(len(ks), dtype=bool)
-        start[1:] = ks[1:] != ks[:-1]
-        pair = np.flatnonzero(~start[1:])                  # rows pair, pair + 1 (sorted) share a hash
-        if len(pair):
-            a, b = order[pair], order[pair + 1]
-            eq = ts[a] == ts[b]
-            for c in ready.cols:
-                k = c if c.dtype.kind == "O" else value_keys(c)
-                eq &= k[a] == k[b]
-            if not eq.all():
-                return self._net_coded(ready)
+        found = hash_runs([ready.ts, *ready.cols], key)
+        if found is None:
+            return self._net_coded(ready)
+        order, start = found
         runs = np.flatnonzero(start)
         s = ready.sign[order].astype(np.int64)
         net = np.add.reduceat(s, runs)
-        size = np.diff(np.append(runs, len(ks)))
+        size = np.diff(np.append(runs, len(key)))
         if (np.abs(net) == size).all():                    # no run holds both signs: nothing cancels
             return self._net_uncancelled(ready, True)
         first = np.minimum.reduceat(order, runs)           # each row's first position (the sort is unstable)

@@ -16,6 +16,7 @@ from dsms import Engine
 from dsms.batch import Batch
 from dsms.operators import keyed_fold
 from dsms.operators.netting import ChangelogOp, fold_changelog
+from synopses import rowcodes
 
 DT = [np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int64), np.dtype(object)]
 KEYS = {"int": (0,), "float and int": (1, 0), "string": (3,), "none": ()}
@@ -82,7 +83,7 @@ def test_colliding_hashes_hand_the_fold_to_the_general_one(monkeypatch):
     b = Batch(np.array([1, 1, 2]), np.array([1, 1, -1], dtype=np.int8),
               [np.array([0, 1, 0]), np.array([0.5, 0.5, 0.5]), np.array([3, 4, 3]), np.array(["a", "b", "a"],
                                                                                           dtype=object)])
-    monkeypatch.setattr(keyed_fold, "row_hashes", lambda cols: np.zeros(len(cols[0]), dtype=np.uint64))
+    monkeypatch.setattr(rowcodes, "row_hashes", lambda cols: np.zeros(len(cols[0]), dtype=np.uint64))
     assert keyed_fold.fold_keyed(b, (1, 0)) is None
     op = ChangelogOp([], None, DT, final_net=True, key=(1, 0))
     op.live, op.log, op.log_deletes = None, [b], True
