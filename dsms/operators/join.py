@@ -153,15 +153,22 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.projects[side] = project
         self.windows[side].fed_by = project
 
+    def _give_back(self, side: int, op) -> Queue:
+        """Give a fused operator (the window or projection on ``side``) a cursor of its own on its input, where
+        the join's cursor is, and detach the join's; returns the operator's output queue, which the caller
+        makes the join read."""
+        inp = op.input_queues[0]
+        r = inp.reader()
+        r.pos = self.readers[side].pos
+        inp.detach(self.readers[side])
+        op.readers, op.fused = [r], None
+        return op.output
+
     def unfuse_project(self, side: int) -> None:
         """Give a fused projection back its cursor; the join (its window) reads the projection's output again,
         from a heartbeat at the frontier the projection had passed."""
         project = self.projects[side]
-        inp, out = project.input_queues[0], project.output
-        r = inp.reader()
-        r.pos = self.readers[side].pos
-        inp.detach(self.readers[side])
-        project.readers, project.fused = [r], None
+        out = self._give_back(side, project)
         project.frontiers[0] = self.frontiers[side]
         self.projects[side] = None
         self.windows[side].fed_by = None
@@ -175,11 +182,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         giving back a projection fused below it)."""
         self._leave_epochs()
         window = self.windows[side]
-        inp, out = window.input_queues[0], window.output
-        r = inp.reader()
-        r.pos = self.readers[side].pos
-        inp.detach(self.readers[side])
-        window.readers, window.fused = [r], None
+        out = self._give_back(side, window)
         self.windows[side] = None
         self.readers[side], self.input_queues[side] = out.reader(), out
         self.frontiers[side] = NEG_INF
