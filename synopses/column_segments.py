@@ -38,7 +38,6 @@ class ColumnSegments:
         self.segs: list[list[np.ndarray]] = []  # each segment's columns (an open one has spare capacity)
         self.open = False                      # the last segment is the log's own, with spare capacity
         self.fill = 0                          # rows in the open segment
-        self._starts = np.empty(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.n
@@ -70,7 +69,6 @@ class ColumnSegments:
     def _new(self, cols: list[np.ndarray]) -> None:
         self.starts.append(self.n)
         self.segs.append(cols)
-        self._starts = np.array(self.starts, dtype=np.int64)
 
     def _copy(self, cols: list[np.ndarray], m: int) -> None:
         seg = self.segs[-1] if self.open else None
@@ -107,22 +105,34 @@ class ColumnSegments:
             return [c[rows] for c in segs[0]]
         if not len(rows):
             return [c[:0].copy() for c in segs[0]]
-        lo = bisect.bisect_right(self.starts, int(rows.min())) - 1
-        hi = bisect.bisect_right(self.starts, int(rows.max())) - 1
+        return take_rows(segs, self.starts, rows)
+
+
+def take_rows(segs: list[list[np.ndarray]], starts: list[int], rows: np.ndarray) -> list[np.ndarray]:
+    """The columns of the rows numbered ``rows`` (in that order) from segments of columns whose first rows are
+    numbered ``starts`` (ascending): the rows grouped by segment with one radix sort of their segment numbers,
+    then one fancy index per segment and column. Shared by ``ColumnSegments`` and ``RowLog``."""
+    if len(segs) == 1:
+        base = starts[0]
+        return [c[rows - base] if base else c[rows] for c in segs[0]]
+    lo, hi = 0, len(segs) - 1
+    if len(rows):
+        lo = bisect.bisect_right(starts, int(rows.min())) - 1
+        hi = bisect.bisect_right(starts, int(rows.max())) - 1
         if lo == hi:
-            base = self.starts[lo]
+            base = starts[lo]
             return [c[rows - base] if base else c[rows] for c in segs[lo]]
-        k = np.searchsorted(self._starts[lo + 1:hi + 1], rows, side="right")      # segment - lo
-        order = np.argsort(k.astype(np.uint16) if hi - lo < 1 << 16 else k, kind="stable")
-        bounds = np.concatenate([[0], np.bincount(k, minlength=hi - lo + 1).cumsum()]).tolist()
-        out = [np.empty(len(rows), dtype=np.result_type(*[segs[s][j].dtype for s in range(lo, hi + 1)]))
-               for j in range(len(segs[0]))]
-        for s in range(lo, hi + 1):
-            a, b = bounds[s - lo], bounds[s - lo + 1]
-            if a == b:
-                continue
-            idx = order[a:b]
-            pos = rows[idx] - self.starts[s]
-            for o, c in zip(out, segs[s]):
-                o[idx] = c[pos]
-        return out
+    k = np.searchsorted(np.asarray(starts[lo + 1:hi + 1], dtype=np.int64), rows, side="right")   # segment - lo
+    order = np.argsort(k.astype(np.uint16) if hi - lo < 1 << 16 else k, kind="stable")
+    bounds = np.concatenate([[0], np.bincount(k, minlength=hi - lo + 1).cumsum()]).tolist()
+    out = [np.empty(len(rows), dtype=np.result_type(*[segs[s][j].dtype for s in range(lo, hi + 1)]))
+           for j in range(len(segs[0]))]
+    for s in range(lo, hi + 1):
+        a, b = bounds[s - lo], bounds[s - lo + 1]
+        if a == b:
+            continue
+        idx = order[a:b]
+        pos = rows[idx] - starts[s]
+        for o, c in zip(out, segs[s]):
+            o[idx] = c[pos]
+    return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from synopses.base import array_bytes
+from synopses.column_segments import take_rows
 
 ADOPT_ROWS = 4096        # rows from which an appended release's arrays become a segment of their own
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -117,23 +118,7 @@ class RowLog:
         segs = [s for s in self.segs if s.end > self.head]
         if not segs:
             return [np.empty(len(seq), dtype=d) for d in self.dtypes]
-        if len(segs) == 1:
-            pos = seq - segs[0].seq0
-            return [c[pos] for c in segs[0].cols]
-        which = np.searchsorted(np.array([s.seq0 for s in segs], dtype=np.int64), seq, side="right") - 1
-        out = [np.empty(len(seq), dtype=np.result_type(*[s.cols[j].dtype for s in segs]))
-               for j in range(len(self.dtypes))]
-        # Grouped by segment with one sort, so the cost does not grow with the number of segments (an
-        # unbounded window fed large releases keeps one segment per release).
-        order = np.argsort(which, kind="stable")
-        bounds = np.searchsorted(which[order], np.arange(len(segs) + 1))
-        for k in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
-            s = segs[k]
-            hit = order[bounds[k]:bounds[k + 1]]
-            pos = seq[hit] - s.seq0
-            for o, c in zip(out, s.cols):
-                o[hit] = c[pos]
-        return out
+        return take_rows([s.cols for s in segs], [s.seq0 for s in segs], seq)
 
     def drop(self, n: int) -> None:
         """Drop the ``n`` oldest rows: segments all of whose rows are gone go (with the objects they point
