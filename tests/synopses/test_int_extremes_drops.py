@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle.extremes_model import check_step
 
 from synopses import int_extremes
 from synopses.int_extremes import IntExtremes
@@ -61,27 +62,8 @@ def test_resets_then_reads_of_the_log_equal_a_model(want_max, net_min, work):
         x = IntExtremes(want_max)
         x.grow(6)
         bags: dict[int, Counter] = {}
-        best = max if want_max else min
         for segs in work:
-            v, sign, g, ends, had, cnt, exp_new, exp_old = [], [], [], [], [], [], [], []
-            for gid, ops in segs:
-                bag = bags.setdefault(gid, Counter())
-                before = +bag
-                had.append(bool(before))
-                exp_old.append(best(before) if before else 0)
-                for val, s in ops:
-                    v.append(val)
-                    sign.append(s)
-                    g.append(gid)
-                    bag[val] += s
-                ends.append(len(v) - 1)
-                after = +bag
-                cnt.append(sum(after.values()))
-                exp_new.append(best(after) if after else 0)
-            new, old = x.step(np.array(v, dtype=np.int64), np.array(sign), np.array(g, dtype=np.int64),
-                              np.array(ends), np.array(had), np.array(cnt))
-            assert new.tolist() == exp_new
-            assert old.tolist() == exp_old
+            check_step(x, bags, segs, want_max)
         # the log, once read, holds exactly the live multiset of every group
         x._join_tail()
         logged: Counter = Counter()
