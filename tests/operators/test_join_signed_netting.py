@@ -12,6 +12,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.generators import check_query
+from oracle.relation_updates import random_updates
 
 from dsms import Engine
 from dsms.operators.join import JoinOp
@@ -30,34 +31,9 @@ SMALL_KEYS = [0, 1, 3]
 WIDE_KEYS = [0, 1, 3, 2**40, 2**63 - 1, -2**63, -1]     # the limits and negatives do not pack
 
 
-def actions(seed: int, wide: bool, n: int = 50) -> list:
-    """Random updates of R and Q: inserts, deletes of a live row (a duplicate's copy too), a row inserted
-    and deleted in one call, at instants that repeat; runs now and then, so releases hold one update or
-    many."""
-    rng = random.Random(seed)
-    keys = WIDE_KEYS if wide else SMALL_KEYS
-    live: dict[str, list[dict]] = {"R": [], "Q": []}
-    out, ts = [], 0
-    for _ in range(n):
-        ts += rng.choice([0, 0, 1, 2])
-        name = rng.choice("RQ")
-        if name == "R":
-            row = {"a": rng.choice(keys), "b": rng.choice(keys), "v": rng.choice([0.0, -0.0, 1.5, 2.5])}
-        else:
-            row = {"a": rng.choice(keys), "b": rng.choice(keys), "w": rng.choice("xy")}
-        rows = live[name]
-        kind = rng.random()
-        if kind < 0.35 and rows:
-            out.append(("update", name, [], [rows.pop(rng.randrange(len(rows)))], ts))
-        elif kind < 0.45:
-            out.append(("update", name, [row], [row], ts))      # in and out at one instant
-        else:
-            copies = [row] * rng.choice([1, 1, 2])              # duplicate rows
-            rows.extend(copies)
-            out.append(("update", name, copies, [], ts))
-        if rng.random() < 0.25:
-            out.append(("run",))
-    return out, ts + 3
+def actions(seed: int, wide: bool, n: int = 50) -> tuple[list, int]:
+    """Random updates of R and Q (``random_updates``)."""
+    return random_updates(seed, WIDE_KEYS if wide else SMALL_KEYS, n)
 
 
 def check(statements: list[str], query: str, acts: list, until: int) -> Engine:
