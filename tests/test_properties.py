@@ -12,8 +12,8 @@ the first differing instant. Profiles (tests/conftest.py): "ci" is derandomized 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, reject, settings
-from oracle.generators import Workload, diff, minimize, run_engine, run_reference, workloads
+from hypothesis import HealthCheck, Phase, given, settings
+from oracle.generators import Workload, check_workload, run_reference, workloads
 from oracle.reference import Ambiguous
 
 # examples per family: sized so that the whole file takes about 2-3 minutes on the project's machine
@@ -26,48 +26,11 @@ _settings = settings(
 )
 
 
-def _problem(w: Workload) -> str | None:
-    """What is wrong with the engine on ``w``, or None. Raises Ambiguous when the oracle cannot decide."""
-    info: dict = {}
-    expected = run_reference(w, info=info)
-    einfo: dict = {}
-    try:
-        actual = run_engine(w, info=einfo)
-    except Exception as e:  # the engine must not crash on a valid workload
-        return f"engine raised {type(e).__name__}: {e}"
-    out = []
-    if einfo["kind"] != info["kind"]:
-        out.append(f"result kind: engine {einfo['kind']}, reference {info['kind']}")
-    if einfo["schema"] != info["schema"]:
-        out.append(f"schema: engine {einfo['schema']}, reference {info['schema']}")
-    d = diff(expected, actual)
-    if d:
-        out.append(d)
-    return "\n".join(out) or None
-
-
-def _fails(w: Workload) -> bool:
-    try:
-        return _problem(w) is not None
-    except Exception:
-        return False                     # invalid after reduction (e.g. a delete of a row no longer inserted)
-
-
-def check(w: Workload) -> None:
-    try:
-        problem = _problem(w)
-    except Ambiguous:
-        reject()
-    if problem:
-        small = minimize(w, _fails)
-        raise AssertionError(f"engine != reference on (reduced) workload:\n{small!r}\n{_problem(small)}")
-
-
 def _family_test(family: str):
     @settings(_settings, max_examples=EXAMPLES[family])
     @given(w=workloads(family))
     def test(w):
-        check(w)
+        check_workload(w)
 
     test.__name__ = f"test_engine_equals_reference_{family}"
     test.__doc__ = f"engine == reference for the {family!r} query family"

@@ -11,10 +11,9 @@ inputs with heartbeats on one input or all, ``run`` calls at any point, and seve
 
 from __future__ import annotations
 
-from hypothesis import given, reject, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.generators import CATALOG, Workload, diff, inputs, minimize, run_engine, run_reference
-from oracle.reference import Ambiguous
+from oracle.generators import CATALOG, Workload, check_workload, inputs
 
 
 def _window(draw, slide: int, kind: str) -> str:
@@ -73,34 +72,11 @@ def workloads(draw):
     return Workload(CATALOG + tuple(setup), query, actions, until)
 
 
-def _problem(w: Workload) -> str | None:
-    info: dict = {}
-    expected = run_reference(w, info=info)
-    einfo: dict = {}
-    actual = run_engine(w, info=einfo)
-    if einfo["kind"] != info["kind"] or einfo["schema"] != info["schema"]:
-        return f"kind/schema: engine {einfo}, reference {info}"
-    return diff(expected, actual)
-
-
-def _fails(w: Workload) -> bool:
-    try:
-        return _problem(w) is not None
-    except Exception:
-        return False
-
-
 @settings(max_examples=400)
 @given(w=workloads())
 def test_windows_with_a_slide_joined_equal_reference(w):
     """engine == reference for joins of tumbling, hopping and uneven windows, with DISTINCT and ISTREAM above"""
-    try:
-        problem = _problem(w)
-    except Ambiguous:
-        reject()
-    if problem:
-        small = minimize(w, _fails)
-        raise AssertionError(f"engine != reference on (reduced) workload:\n{small!r}\n{_problem(small)}")
+    check_workload(w)
 
 
 def test_heartbeats_above_a_tumbling_join_come_at_window_ends():

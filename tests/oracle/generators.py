@@ -830,3 +830,47 @@ def minimize(w: Workload, fails=mismatch) -> Workload:
                 w, changed = v, True
                 break
     return w
+
+
+def engine_problem(w: Workload) -> str | None:
+    """What is wrong with the engine on ``w`` (its result kind, schema and results against the reference's),
+    or None. Raises Ambiguous when the oracle cannot decide."""
+    info: dict = {}
+    expected = run_reference(w, info=info)
+    einfo: dict = {}
+    try:
+        actual = run_engine(w, info=einfo)
+    except Exception as e:  # the engine must not crash on a valid workload
+        return f"engine raised {type(e).__name__}: {e}"
+    out = []
+    if einfo["kind"] != info["kind"]:
+        out.append(f"result kind: engine {einfo['kind']}, reference {info['kind']}")
+    if einfo["schema"] != info["schema"]:
+        out.append(f"schema: engine {einfo['schema']}, reference {info['schema']}")
+    d = diff(expected, actual)
+    if d:
+        out.append(d)
+    return "\n".join(out) or None
+
+
+def _problem_fails(w: Workload) -> bool:
+    try:
+        return engine_problem(w) is not None
+    except Exception:
+        return False                     # invalid after reduction (e.g. a delete of a row no longer inserted)
+
+
+def check_workload(w: Workload) -> None:
+    """Inside a hypothesis test: reject ``w`` when the oracle cannot decide it, else fail with the workload
+    reduced (``minimize``) when the engine's answer differs from the reference's."""
+    from hypothesis import reject
+
+    from oracle.reference import Ambiguous
+
+    try:
+        problem = engine_problem(w)
+    except Ambiguous:
+        reject()
+    if problem:
+        small = minimize(w, _problem_fails)
+        raise AssertionError(f"engine != reference on (reduced) workload:\n{small!r}\n{engine_problem(small)}")
