@@ -312,12 +312,7 @@ class VectorAggregateOp(FinalInstantsOperator):
             if a in self.fsums:
                 self.fsums[a].commit(fg, ends[last_of_group], self.count[fg] > 0)
         # emit: -old where the group existed and changed, +new where it exists and changed
-        changed = (old_cnt > 0) != (new_cnt > 0)
-        for nv, ov in zip(new_vals, old_vals):
-            differ = nv != ov
-            if nv.dtype.kind == "f":
-                differ &= ~(np.isnan(nv) & np.isnan(ov))     # NaN stays NaN: no change (contract)
-            changed |= differ
+        changed = _changed(old_cnt, new_cnt, new_vals, old_vals)
         dele = changed & (old_cnt > 0)
         ins = changed & (new_cnt > 0)
         for j, (f, _, _) in enumerate(self.aggs):
@@ -333,11 +328,8 @@ class VectorAggregateOp(FinalInstantsOperator):
         # segments are in (group, instant) order; a stable sort by instant gives (instant, group) order,
         # and each segment emits its delete before its insert
         o = stable_argsort(seg_t)
-        d_o, i_o = dele[o], ins[o]
-        cnt = d_o.astype(np.int64) + i_o
-        seg = np.repeat(o, cnt)
-        sgn = np.ones(len(seg), dtype=np.int8)
-        sgn[(np.cumsum(cnt) - cnt)[d_o]] = -1
+        at, sgn = _delete_then_insert(dele[o], ins[o])
+        seg = o[at]
         is_del = sgn < 0
         cols = [kc[seg_g[seg]] for kc in self.key_cols]
         for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
@@ -376,17 +368,12 @@ class VectorAggregateOp(FinalInstantsOperator):
             new_vals.append(nv)
             old_vals.append(ov)
         self.count[0] = new_cnt[-1]
-        changed = (old_cnt > 0) != (new_cnt > 0)
-        for nv, ov in zip(new_vals, old_vals):
-            changed |= nv != ov
+        changed = _changed(old_cnt, new_cnt, new_vals, old_vals)
         dele = changed & (old_cnt > 0)
         ins = changed & (new_cnt > 0)
         if not (dele.any() or ins.any()):
             return
-        cnt = dele.astype(np.int64) + ins                    # per instant: its delete, then its insert
-        seg = np.repeat(np.arange(len(ends)), cnt)
-        sgn = np.ones(len(seg), dtype=np.int8)
-        sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+        seg, sgn = _delete_then_insert(dele, ins)            # per instant: its delete, then its insert
         is_del = sgn < 0
         cols = [np.where(is_del, ov[seg], nv[seg]).astype(self.dtypes[j], copy=False)
                 for j, (nv, ov) in enumerate(zip(new_vals, old_vals))]
@@ -435,15 +422,9 @@ class VectorAggregateOp(FinalInstantsOperator):
         ii, jj = np.nonzero(delta) if k > 1 else (np.zeros(len(rel), dtype=np.int64), np.arange(len(rel)))
         new = after[ii, jj]
         old = new - delta[ii, jj]
-        dele = old > 0                                   # every cell here changed its group's count
-        insd = new > 0
-        cnt = dele.astype(np.int64) + insd
-        total = int(cnt.sum())
-        if not total:
+        seg, sgn = _delete_then_insert(old > 0, new > 0)   # every cell here changed its group's count
+        if not len(seg):
             return True
-        seg = np.repeat(np.arange(len(ii)), cnt)
-        sgn = np.ones(total, dtype=np.int8)
-        sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
         gs = g[jj[seg]]
         val = np.where(sgn < 0, old[seg], new[seg])
         cols = [kc[gs] for kc in self.key_cols]
@@ -451,6 +432,29 @@ class VectorAggregateOp(FinalInstantsOperator):
             cols.append(val.astype(self.dtypes[len(self.group) + j], copy=False))
         self.emit(Batch(inst_ts[ii[seg]].astype(np.int64), sgn, cols))
         return True
+
+
+def _changed(old_cnt: np.ndarray, new_cnt: np.ndarray, new_vals: list[np.ndarray],
+             old_vals: list[np.ndarray]) -> np.ndarray:
+    """Per segment, whether its group's row changed: it appeared, went, or an aggregate's value moved (NaN
+    staying NaN is no change, as the contract says)."""
+    changed = (old_cnt > 0) != (new_cnt > 0)
+    for nv, ov in zip(new_vals, old_vals):
+        differ = nv != ov
+        if nv.dtype.kind == "f":
+            differ &= ~(np.isnan(nv) & np.isnan(ov))
+        changed |= differ
+    return changed
+
+
+def _delete_then_insert(dele: np.ndarray, ins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(segment of each output row, its sign): per segment its old row's delete where ``dele``, then its new
+    row's insert where ``ins``, segments in order."""
+    cnt = dele.astype(np.int64) + ins
+    at = np.repeat(np.arange(len(cnt)), cnt)
+    sgn = np.ones(len(at), dtype=np.int8)
+    sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+    return at, sgn
 
 
 def _may_overflow(base: np.ndarray, v: np.ndarray) -> bool:
