@@ -649,29 +649,46 @@ class JoinOp(JoinStateKind, BinaryOperator):
         for side, b in got.items():
             pidx, theirs, their_sign = self.sides[1 - side].lookup(codes[side])
             if len(pidx):
-                mine = b.take(pidx)
-                sign = mine.sign * their_sign if their_sign is not None else mine.sign
-                outs.append(self._joined(side, mine, theirs, mine.ts, sign))
+                outs.append(self._deltas_joined(side, b, pidx, theirs, their_sign))
         if len(got) == 2:
-            lb, rb = got[0], got[1]
             o = stable_argsort(codes[1])
             lo, hi = search_both(codes[1][o], codes[0])
-            cnt = hi - lo
-            pidx, tidx = expand(lo, cnt)
-            if len(pidx):
-                mine, theirs = lb.take(pidx), rb.take(o[tidx])
-                outs.append(self._joined(0, mine, theirs.cols, np.maximum(mine.ts, theirs.ts),
-                                         mine.sign * theirs.sign))
-        if outs:
-            out = outs[0] if len(outs) == 1 else concat(outs)
-            ts = out.ts                                # pairs of new deltas carry the later timestamp; in
-            if (len(outs) > 1 or len(got) == 2) and not (ts[1:] >= ts[:-1]).all():   # order already: no copy
-                out = out.take(stable_argsort(ts))
-            if self.predicate is not None:
-                out = out.take(self.predicate(colmap(out), len(out)))
-            self.emit(out)
+            pairs = self._delta_pairs(got[0], got[1], o, lo, hi - lo)
+            if pairs is not None:
+                outs.append(pairs)
+        self._emit_signed(outs, len(got) == 2)
         for side, b in got.items():
             self.sides[side].insert(b.ts, b.sign, b.cols, codes[side])
+
+    def _deltas_joined(self, side: int, b: Batch, pidx: np.ndarray, theirs: list[np.ndarray],
+                       their_sign: np.ndarray | None) -> Batch:
+        """The rows of ``b`` (``side``'s deltas) at ``pidx`` joined with the other side's rows they found
+        (``theirs``, signed ``their_sign``, None when all +1)."""
+        mine = b.take(pidx)
+        sign = mine.sign * their_sign if their_sign is not None else mine.sign
+        return self._joined(side, mine, theirs, mine.ts, sign)
+
+    def _delta_pairs(self, lb: Batch, rb: Batch, o: np.ndarray, lo: np.ndarray, cnt: np.ndarray) -> Batch | None:
+        """The pairs of new deltas of the two sides (``rb``'s rows sorted by code in ``o``; each of ``lb``'s
+        rows matches ``cnt`` of them from ``lo``), stamped with the later timestamp; None when there are none."""
+        pidx, tidx = expand(lo, cnt)
+        if not len(pidx):
+            return None
+        mine, theirs = lb.take(pidx), rb.take(o[tidx])
+        return self._joined(0, mine, theirs.cols, np.maximum(mine.ts, theirs.ts), mine.sign * theirs.sign)
+
+    def _emit_signed(self, outs: list[Batch], crossed: bool) -> None:
+        """Emit a signed release's joined rows in time order (``crossed``: pairs of new deltas, stamped with the
+        later timestamp, may be among them), filtered by the join's predicate."""
+        if not outs:
+            return
+        out = outs[0] if len(outs) == 1 else concat(outs)
+        ts = out.ts                                # in order already: no copy
+        if (len(outs) > 1 or crossed) and not (ts[1:] >= ts[:-1]).all():
+            out = out.take(stable_argsort(ts))
+        if self.predicate is not None:
+            out = out.take(self.predicate(colmap(out), len(out)))
+        self.emit(out)
 
     @staticmethod
     def _joined(side: int, mine: Batch, theirs: list[np.ndarray], ts: np.ndarray, sign: np.ndarray) -> Batch:

@@ -14,13 +14,8 @@ its pairs before joining it, which probed and sorted the same codes twice.
 
 from __future__ import annotations
 
-import numpy as np
-
-from dsms.batch import concat
-from dsms.operators.base import colmap
 from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.sort_order import search_both, stable_argsort
-from synopses.sorted_run_index import expand
 
 
 def keyed_release(join, parts: dict, budget: int) -> bool:
@@ -59,25 +54,13 @@ def keyed_release(join, parts: dict, budget: int) -> bool:
             cross = (o, lo, cnt)
     for side in (0, 1):
         join.count_copies(side, parts.get(side))
-    outs = []
-    for side, pidx, theirs, their_sign in found:
-        mine = parts[side].take(pidx)
-        sign = mine.sign * their_sign if their_sign is not None else mine.sign
-        outs.append(join._joined(side, mine, theirs, mine.ts, sign))
+    outs = [join._deltas_joined(side, parts[side], pidx, theirs, their_sign)
+            for side, pidx, theirs, their_sign in found]
     if cross is not None:
-        o, lo, cnt = cross
-        pidx, tidx = expand(lo, cnt)
-        if len(pidx):
-            mine, theirs = parts[0].take(pidx), parts[1].take(o[tidx])
-            outs.append(join._joined(0, mine, theirs.cols, np.maximum(mine.ts, theirs.ts), mine.sign * theirs.sign))
-    if outs:
-        out = outs[0] if len(outs) == 1 else concat(outs)
-        ts = out.ts                        # pairs of new deltas carry the later timestamp
-        if (len(outs) > 1 or cross is not None) and not (ts[1:] >= ts[:-1]).all():
-            out = out.take(stable_argsort(ts))
-        if join.predicate is not None:
-            out = out.take(join.predicate(colmap(out), len(out)))
-        join.emit(out)
+        joined = join._delta_pairs(parts[0], parts[1], *cross)
+        if joined is not None:
+            outs.append(joined)
+    join._emit_signed(outs, cross is not None)
     for side, b in parts.items():
         index = join.sides[side]
         if keyed(index):
