@@ -52,8 +52,9 @@ def window_extreme(node) -> WindowExtreme | None:
     >>> s = L.StreamScan("bid", ("INT", "INT"), names=("a", "p"))
     >>> w = L.Window(s, "RANGE", 10, 10, names=s.names)
     >>> m = L.Aggregate(w, (), (("MAX", 1, False),), ("INT",), names=("m",))
-    >>> window_extreme(L.Join(w, m, (1,), (0,)))
-    WindowExtreme(side=0, source=StreamScan(name='bid', types=('INT', 'INT')), picks=(0, 1), key=1, func='MAX', size=10)
+    >>> x = window_extreme(L.Join(w, m, (1,), (0,)))
+    >>> x.source is s, x.side, x.picks, x.key, x.func, x.size
+    (True, 0, (0, 1), 1, 'MAX', 10)
     >>> window_extreme(L.Join(w, m, (0,), (0,))) is None          # joined on another column than the MAX's
     True
     >>> window_extreme(L.Join(L.Window(s, "RANGE", 10, 5), m, (1,), (0,))) is None   # another window
