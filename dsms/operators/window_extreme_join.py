@@ -60,6 +60,7 @@ class WindowExtremeJoinOp(Operator):
     extreme's); ``predicate``: the join's other conjuncts, over the joined row."""
 
     kind = "window_extreme_join"
+    reads_extremes = True    # never shed: the general plan's MAX side has no error bound (dsms/load_shedder.py)
 
     def __init__(self, inp: Queue, out: Queue, size: int, picks: list[int], key: int, func: str, side: int,
                  predicate: CompiledExpr | None, dtype, predicate_label: str | None = None) -> None:

@@ -120,6 +120,9 @@ def test_explain_names_the_operator_and_the_general_parts_are_gone():
     plan = eng.explain(q.id)
     assert "window_extreme_join: RANGE 10 SLIDE 10: v = MAX(v) [rows at the window's extreme only]" in plan
     assert not any(op.kind in ("join", "aggregate", "range_window") for op in eng.ops)
+    text = eng.execute("EXPLAIN " + q7(10))["explain"]        # the logical tree says how it will be built
+    assert "join: v = MAX(v) [built as one window_extreme_join: rows at the window's extreme only]" in text
+    assert "window_extreme_join" not in eng.execute("EXPLAIN " + GENERAL["hopping"])["explain"]
 
 
 GENERAL = {      # one fact missing each: planned the general way, and still right
@@ -176,3 +179,16 @@ def test_a_broken_operator_is_caught(monkeypatch):
     monkeypatch.setattr(WindowExtremeJoinOp, "_add", first_only)
     with pytest.raises(AssertionError):
         compare(expected, run_engine(Workload(CATALOG, query, acts, 10)))
+
+
+def test_an_aggregate_above_it_is_not_shed():
+    """Planned as a join, the MAX side made it a query over two input edges, which the load shedder never
+    sheds (a drop moves the MAX: no error bound); read from one edge, it must stay unshed."""
+    eng = Engine()
+    for s in CATALOG:
+        eng.execute(s)
+    q = eng.execute("SELECT COUNT(*) AS n FROM S [RANGE 4 SLIDE 4] B, (SELECT MAX(v) AS m FROM S [RANGE 4 SLIDE 4]) M "
+                    "WHERE B.v = M.m")
+    plain = eng.execute("SELECT COUNT(*) AS n FROM S [RANGE 4 SLIDE 4]")
+    assert _ops(eng) and eng.shedder.profile(q.id) is None
+    assert eng.shedder.profile(plain.id) is not None         # the check itself can say yes
