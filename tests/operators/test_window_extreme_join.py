@@ -26,11 +26,11 @@ CATALOG = ("REGISTER STREAM S (a INT, v INT, c STRING, t TIMESTAMP)",
            "REGISTER STREAM F (a INT, x FLOAT)")
 
 
-def q7(size: int, func: str = "MAX", window_first: bool = True, extra: str = "") -> str:
+def q7(size: int, func: str = "MAX", window_first: bool = True, extra: str = "", col: str = "v") -> str:
     w = f"S [RANGE {size} SLIDE {size}] B"
-    m = f"(SELECT {func}(v) AS m FROM S [RANGE {size} SLIDE {size}]) M"
+    m = f"(SELECT {func}({col}) AS m FROM S [RANGE {size} SLIDE {size}]) M"
     items = f"{w}, {m}" if window_first else f"{m}, {w}"
-    return f"SELECT ISTREAM(B.a, B.v, B.c, B.t, M.m) FROM {items} WHERE B.v = M.m{extra}"
+    return f"SELECT ISTREAM(B.a, B.v, B.c, B.t, M.m) FROM {items} WHERE B.{col} = M.m{extra}"
 
 
 @st.composite
@@ -85,7 +85,8 @@ def _run(query: str, acts, until: int, general: bool = False) -> tuple[list, Eng
 def test_rows_at_the_extreme_agree_with_the_reference(data):
     size = data.draw(st.sampled_from([1, 2, 3, 4, 10]))
     query = q7(size, data.draw(st.sampled_from(["MAX", "MIN"])), data.draw(st.booleans()),
-               data.draw(st.sampled_from(["", " AND B.a + M.m > 4", " AND B.t >= M.m"])))
+               data.draw(st.sampled_from(["", " AND B.a + M.m > 4", " AND B.t >= M.m"])),
+               data.draw(st.sampled_from(["v", "v", "t"])))           # INT, TIMESTAMP
     acts, t = data.draw(stream(data.draw(st.sampled_from([0, -7]))))
     until = t + data.draw(st.sampled_from([1, size, 2 * size + 1]))
     w = Workload(CATALOG, query, acts, until)
