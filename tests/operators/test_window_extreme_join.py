@@ -35,7 +35,7 @@ def q7(size: int, func: str = "MAX", window_first: bool = True, extra: str = "",
 
 @st.composite
 def stream(draw, start: int = 0):
-    """Pushes of S (values from a few, so the extreme ties), with gaps of several periods (empty windows),
+    """Pushes of S (values from a few, so the extreme ties; int64's ends among them), with gaps of several periods (empty windows),
     heartbeats on every input or on S alone (sometimes exactly at a window end, followed by elements stamped
     there), and runs."""
     out, t = [], start
@@ -44,7 +44,7 @@ def stream(draw, start: int = 0):
         for _ in range(draw(st.integers(1, 6))):
             t += draw(st.sampled_from([0, 0, 1, 1, 2, 3, 9]))
             ts.append(t)
-        rows = [{"a": draw(st.integers(0, 3)), "v": draw(st.sampled_from([-2, 0, 1, 5, 5, 7])),
+        rows = [{"a": draw(st.integers(0, 3)), "v": draw(st.sampled_from([-2, 0, 1, 5, 5, 7, -(2**63), 2**63 - 1])),
                  "c": draw(st.sampled_from(["x", "", "yy"])), "t": draw(st.integers(-5, 5))} for _ in ts]
         out.append(("push", "S", rows, ts))
         if draw(st.booleans()):
