@@ -1,10 +1,12 @@
 """A tumbling window joined with its own MAX or MIN as one operator (``WindowExtremeJoinOp``, planned by
 ``dsms/plan/window_extreme.py``; issue 15, NEXMark q7), against the reference evaluator (tests/oracle):
 
-- generated streams with ties on the extreme (int64's ends among the values), empty periods, elements stamped exactly at a window end that
-  arrive after the end was output (they raise the extreme or tie with it), heartbeats on every input or on the
-  stream alone, negative timestamps, several periods in one push, MAX and MIN, the window on either side of
-  the join or a scalar subquery (``WHERE v = (SELECT MAX(v) ...)``), INT and TIMESTAMP columns, extra conjuncts; every run also checked to have taken the path, and against the general plan;
+- generated streams with ties on the extreme (int64's ends among the values), empty periods, elements stamped
+  exactly at a window end that arrive after the end was output (they raise the extreme or tie with it),
+  heartbeats on every input or on the stream alone, negative timestamps, several periods in one push, MAX and
+  MIN, the window on either side of the join or a scalar subquery (``WHERE v = (SELECT MAX(v) ...)``), INT and
+  TIMESTAMP columns, extra conjuncts; every run also checked to have taken the path, and against the general
+  plan;
 - the shapes the planner must leave to the general path (another window, size, input, filter, column, type,
   aggregate), which must still agree with the reference;
 - EXPLAIN naming the operator, and a broken operator being caught.
