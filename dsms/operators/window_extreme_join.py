@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from control_tables import Stat
 from dsms.batch import Batch, concat
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.base import NEG_INF, Operator, colmap
@@ -55,17 +56,25 @@ class _Period:
 
 
 class WindowExtremeJoinOp(Operator):
-    """``picks``: the input columns the window's side outputs; ``key``: the position among them of the column
-    compared with the extreme; ``side``: the window's side of the join (0: its columns first, then the
-    extreme's); ``predicate``: the join's other conjuncts, over the joined row."""
+    """A tumbling window joined with its own MAX or MIN (NEXMark q7), built by the planner in place of the join,
+    its two windows and the aggregate (docs/architecture.md, "A tumbling window joined with its own MAX or
+    MIN"): it keeps only the rows at each period's running extreme, so it has no window synopsis, no ``range``
+    or ``memory`` knob and no join ``kind``."""
 
     kind = "window_extreme_join"
     reads_extremes = True    # never shed: the general plan's MAX side has no error bound (dsms/load_shedder.py)
+    rows_held = Stat(int, compute="_rows_held", unit="tuples", doc="rows held: those at the running extreme of "
+                     "the periods not output yet, and those output and not yet deleted")
+
+    def _rows_held(self) -> int:
+        return sum(p.held() for p in self.open if p.dirty) + sum(len(b) for p in self.live for b in p.shown)
 
     def __init__(self, inp: Queue, out: Queue, size: int, picks: list[int], key: int, func: str, side: int,
                  predicate: CompiledExpr | None, dtype, predicate_label: str | None = None) -> None:
-        """``predicate_label``: the predicate's text with the joined row's column names (the label's other
-        positions are the input's)."""
+        """``picks``: the input columns the window's side outputs; ``key``: the position among them of the
+        column compared with the extreme; ``side``: the window's side of the join (0: its columns first, then
+        the extreme's); ``predicate``: the join's other conjuncts, over the joined row; ``predicate_label``: its
+        text with the joined row's column names (the label's other positions are the input's)."""
         col = f"${picks[key]}"
         label = f"RANGE {size} SLIDE {size}: {col} = {func}({col})"
         if predicate is not None:

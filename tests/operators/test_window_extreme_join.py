@@ -200,3 +200,26 @@ def test_an_aggregate_above_it_is_not_shed():
     plain = eng.execute("SELECT COUNT(*) AS n FROM S [RANGE 4 SLIDE 4]")
     assert _ops(eng) and eng.shedder.profile(q.id) is None
     assert eng.shedder.profile(plain.id) is not None         # the check itself can say yes
+
+
+def test_only_the_rows_at_the_running_extreme_are_held():
+    """Of a period's 600 rows only those at its MAX so far are held (the statistic ``rows_held``), and the
+    output is theirs, as the reference gives it."""
+    rows = [{"a": i, "v": (i * 37) % 101, "c": "x" * (i % 5), "t": 0} for i in range(600)]
+    acts = tuple(("push", "S", rows[k:k + 50], [1 + k // 100] * 50) for k in range(0, 600, 50))
+    query = q7(10)
+    eng = Engine()
+    for s in CATALOG:
+        eng.execute(s)
+    q = eng.execute(query)
+    for a in acts:
+        eng.push(a[1], a[2], ts=a[3])
+        eng.run()
+    op = _ops(eng)[0]
+    top = sum(r["v"] == 100 for r in rows)
+    assert top > 1 and eng.entity(op.id).get()["rows_held"] == top
+    eng.heartbeat(30)
+    eng.run()
+    got = [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()]
+    compare(run_reference(Workload(CATALOG, query, acts, 30)), got)
+    assert len(got) == top
