@@ -52,7 +52,8 @@ class _Period:
         self.listed = False               # output once: in ``WindowExtremeJoinOp.live`` until ``end + size``
 
     def held(self) -> int:
-        return sum(len(i) for _, i in self.rows)
+        """Rows kept and not output yet (those output are in ``shown``)."""
+        return sum(len(i) for _, i in self.rows[self.n_shown:])
 
 
 class WindowExtremeJoinOp(Operator):
@@ -67,7 +68,7 @@ class WindowExtremeJoinOp(Operator):
                      "the periods not output yet, and those output and not yet deleted")
 
     def _rows_held(self) -> int:
-        return sum(p.held() for p in self.open if p.dirty) + sum(len(b) for p in self.live for b in p.shown)
+        return sum(p.held() for p in self.open) + sum(len(b) for p in self.live for b in p.shown)
 
     def __init__(self, inp: Queue, out: Queue, size: int, picks: list[int], key: int, func: str, side: int,
                  predicate: CompiledExpr | None, dtype, predicate_label: str | None = None) -> None:
@@ -200,7 +201,7 @@ class WindowExtremeJoinOp(Operator):
 
     def held_stamps(self) -> list[tuple[int, int]]:
         """(period end, rows) of the rows held until the input passes the end of their period."""
-        return [(p.end, n) for p in self.open if p.dirty and (n := p.held())]
+        return [(p.end, n) for p in self.open if (n := p.held())]
 
     def held_bytes(self) -> int:
         """The batches that rows held come from (kept as they arrived) and the rows output and not yet deleted."""
