@@ -24,6 +24,7 @@ from dsms.operators.set_op import SetOpOp
 from dsms.operators.shed import Shedder
 from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp
+from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 from dsms.queues import Queue
 from dsms.system import EngineSystem
 from scheduler import POLICIES, Policy
@@ -33,8 +34,8 @@ from synopses.shared_store import SharedWindowStore
 from synopses.state import RowStateSynopsis
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
-             SemiJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp, ChangelogOp,
-             SnapshotOp)
+             SemiJoinOp, WindowExtremeJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp,
+             ChangelogOp, SnapshotOp)
 SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, AppendIndexSynopsis, RelationSynopsis,
             StateSynopsis, RowStateSynopsis)
 

@@ -17,6 +17,7 @@ from dsms.plan.binder import Binder
 from dsms.plan.labels import explain_logical
 from dsms.plan.rules import optimize
 from dsms.plan.rules.share_join_prefix import share_join_prefix
+from dsms.plan.window_extreme import window_extreme
 
 SHOW_HEADERS: dict[str, list[str]] = {
     "STREAMS": ["name", "columns", "time", "source", "used_by"],
@@ -102,5 +103,13 @@ def explain(engine, stmt: ast.Explain) -> dict[str, Any]:
     node = optimize(share_join_prefix(bound.node, engine.planner.shareable_joins()))
     root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
     columns = list(zip(bound.names, bound.types))
-    return {"explain": explain_logical(root, bound.kind, columns), "kind": bound.kind,
+    return {"explain": explain_logical(root, bound.kind, columns, _planned_as), "kind": bound.kind,
             "schema": [{"name": n, "type": t} for n, t in columns]}
+
+
+def _planned_as(node) -> str:
+    """What EXPLAIN adds to a node the physical planner builds as another operator than its own: a tumbling
+    window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py)."""
+    if isinstance(node, L.Join) and window_extreme(node) is not None:
+        return " [built as one window_extreme_join: rows at the window's extreme only]"
+    return ""

@@ -210,6 +210,8 @@ class LoadShedder:
         agg = self._agg(qid)
         if agg is None or len(self._source_edges(qid)) != 1:
             return None                       # BDM04's setting: an aggregate over one input (see shed)
+        if any(qid in op.owners and getattr(op, "reads_extremes", False) for op in self.engine.ops):
+            return None                       # a join with a MAX/MIN read from one edge: a sample moves the MAX
         n_min, k2, funcs = agg.error_profile()          # measured on what reached it: the sample
         if any(f not in BOUNDED for f in funcs):
             return None                       # MIN, MAX (vectorised for INT too) have no error bound

@@ -136,9 +136,10 @@ def logical_label(node) -> tuple[str, str]:
     return type(node).__name__.lower(), ""
 
 
-def explain_logical(root, kind: str, columns: Sequence[tuple[str, str]]) -> str:
+def explain_logical(root, kind: str, columns: Sequence[tuple[str, str]], note=None) -> str:
     """The plan a query would get, as an indented tree (root first), with column names; what registering it
-    would build before sharing with the queries already registered.
+    would build before sharing with the queries already registered. ``note(node)``, if given, is text to add
+    to a node's line (how the planner will build it, when that is not the node's own operator).
 
     >>> from dsms.cql import ast
     >>> s = L.StreamScan("s", ("INT", "FLOAT"), names=("a", "b"))
@@ -155,6 +156,8 @@ def explain_logical(root, kind: str, columns: Sequence[tuple[str, str]]) -> str:
         what, label = logical_label(node)
         if not isinstance(node, L.StreamScan | L.RelationScan | L.QueryOutput):
             label = named_label(node, label)
+        if note is not None:
+            label += note(node)
         lines.append("  " * depth + what + (f": {label}" if label else ""))
         for child in node.children:
             walk(child, depth + 1)

@@ -30,11 +30,13 @@ from dsms.operators.semi_join import SemiJoinOp
 from dsms.operators.set_op import SetOpOp
 from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
+from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
+from dsms.plan.window_extreme import WindowExtreme, window_extreme
 from dsms.queues import Queue
 from synopses.shared_store import SharedWindowStore
 
@@ -78,6 +80,8 @@ class PhysicalPlanner:
                 self._unfuse(built.op)                  # shared from now on: it needs its output queue again
             self._own(node, built, query_id)
             return built.queue
+        if isinstance(node, L.Join) and (extreme := window_extreme(node)) is not None:
+            return self._window_extreme_join(node, extreme, query_id)
         if (isinstance(node, L.Join | L.SemiJoin | L.Filter) or isinstance(node, L.Window)
                 and node.wkind != "UNBOUNDED") and node not in self._plain:
             queue = self._share_narrowed(node, query_id)
@@ -400,6 +404,19 @@ class PhysicalPlanner:
                 # never delete keeps its append-only indexes (a DISTINCT over a stream is both)
                 op.key_side(side, group_column(unique_key(child, self._view_root), child.types, keys, other))
         return out, op
+
+    def _window_extreme_join(self, node: L.Join, shape: WindowExtreme, qid) -> Queue:
+        """A tumbling window joined with its own MAX or MIN (``dsms/plan/window_extreme.py`` checked the facts)
+        as one operator reading the window's input, which picks the window's columns itself; it stands for the
+        join, both windows and the aggregate (``dsms/operators/window_extreme_join.py``)."""
+        inp = self.build(shape.source, qid)
+        out = self._new_queue()
+        pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
+        other = node.right if shape.side == 0 else node.left
+        op = WindowExtremeJoinOp(inp, out, shape.size, list(shape.picks), shape.key, shape.func, shape.side,
+                                 pred, numpy_dtype(other.types[0]),
+                                 None if pred is None else named_label(node, pred.text))
+        return self._record(node, out, op, qid, via=shape.source)
 
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
         """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when

@@ -143,11 +143,14 @@ def test_a_later_query_sharing_the_window_gets_it_back_as_an_operator():
     assert t_win.id not in eng.registry and s_win in eng.ops and s_win.output.id in eng.registry
 
 
-def run_q7_shape(window: str, actions, keep_apart: bool):
-    """NEXMark q7's shape: a join of a window with a MAX subquery over the same window of the same stream."""
-    saved = physical.PhysicalPlanner._join_input
+def run_q7_shape(window: str, actions, keep_apart: bool, general: bool = True):
+    """NEXMark q7's shape: a join of a window with a MAX subquery over the same window of the same stream;
+    ``general``: planned as a join, not as the one operator a tumbling window gets (window_extreme_join.py)."""
+    saved, saved_extreme = physical.PhysicalPlanner._join_input, physical.window_extreme
     if not keep_apart:
         physical.PhysicalPlanner._join_input = lambda self, node, other: False
+    if general:
+        physical.window_extreme = lambda node: None
     try:
         eng = Engine()
         eng.execute("REGISTER STREAM S (a INT, b INT)")
@@ -155,6 +158,7 @@ def run_q7_shape(window: str, actions, keep_apart: bool):
                         "WHERE X.b = M.m")
     finally:
         physical.PhysicalPlanner._join_input = saved
+        physical.window_extreme = saved_extreme
     windows = [op for op in eng.ops if op.kind == "range_window"]
     t = 0
     for gap, a, b in actions:
@@ -179,3 +183,4 @@ def test_a_joins_window_is_not_shared_with_a_subquery_built_with_it(window, acti
     assert len(apart_windows) == 2 and sum(w.fused is not None for w in apart_windows) == 1
     assert len(shared_windows) == 1 and shared_windows[0].fused is None
     assert apart == shared
+    assert run_q7_shape(window, actions, True, general=False)[1] == apart    # as the planner builds it
