@@ -66,6 +66,7 @@ from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
 from dsms.operators.tumbling_join import TumblingEpochs
 from dsms.queues import Queue
+from synopses.hash_multi_index import HashMultiIndexSynopsis
 from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import search_both, stable_argsort
@@ -117,6 +118,18 @@ class JoinOp(JoinStateKind, BinaryOperator):
         syn.on_kind = self.sides[side].on_kind
         self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
         self.synopses = list(self.sides)
+
+    def hash_side(self, side: int, bucket: tuple[int, int] | None) -> None:
+        """Hold input ``side``, probed by the other input held by key (``key_side``), as a hash multimap from
+        key code to rows (``synopses/hash_multi_index.py``): ``keyed_release`` appends its inserts and retracts
+        its deletes there in proportion to the release, where the sorted-run index merged every release into
+        a signed table as long as the rows held (``bucket`` as its ``HashMultiIndexSynopsis`` takes it). EXPLAIN
+        shows it on the join's label."""
+        syn = HashMultiIndexSynopsis(bucket)
+        syn.on_kind = self.sides[side].on_kind
+        self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
+        self.synopses = list(self.sides)
+        self.detail += f" [{('left', 'right')[1 - side]} by key, {('left', 'right')[side]} hashed]"
 
     # ---------------------------------------------------------------- windows fused into the join
 
