@@ -151,6 +151,15 @@ class HashRows:
             self._rebuild()
         return True
 
+    def pop(self, codes: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Remove every live row with a probe's key code: (probe index, their columns), as ``probe`` finds them."""
+        p, rows = self._candidates(codes, buckets)
+        if not len(p):
+            return _EMPTY, []
+        cols = self.index.gather(rows)
+        self._kill(rows)
+        return p, cols
+
     def live_rows(self) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
         """The live rows' key codes, columns and bucket values, in arrival order."""
         rows = np.flatnonzero(self.live[:self.index.n])

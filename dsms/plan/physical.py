@@ -31,6 +31,7 @@ from dsms.operators.set_op import SetOpOp
 from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
+from dsms.plan.arg_extreme import arg_extreme
 from dsms.plan.binder import type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
@@ -394,6 +395,12 @@ class PhysicalPlanner:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
                     self._fuse_project(op, side, child)
+        spec = None
+        if op.append is None and op.windows == [None, None] and left is not right:
+            spec = arg_extreme(node, self._view_root)
+        if spec is not None:
+            op.use_arg_extreme(spec)    # the left's rows at their group's MAX (MIN): from the left alone
+            return out, op
         sides = ((node.left, node.left_keys, node.right_keys), (node.right, node.right_keys, node.left_keys))
         for side, (child, keys, other) in enumerate(sides):
             if op.append is None and op.windows[1 - side] is None and keyed_on(child, keys, self._view_root):
