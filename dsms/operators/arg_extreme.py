@@ -14,8 +14,9 @@ both ways at two instants, never stored. Nothing of the right's changes is read 
 rows are the same relation's extreme, which the join knows already.
 
 State: per group slot (``KeySlots``: group values while dense, auction ids; a table otherwise) the extreme so
-far, and the winners as rows of a ``HashRows`` (``synopses/hash_multi_index.py``) bucketed by group value; a
-few rows per group instead of every row of the left input. Values are compared as int64 (INT, TIMESTAMP: the
+far, and the winners (``_Winners``): rows appended in a store, each linked to the previous winner of its slot,
+a slot's chain dropped whole when its extreme rises; a few rows per group instead of every row of the left
+input. Values are compared as int64 (INT, TIMESTAMP: the
 planner's condition); MIN is MAX of the values bit-inverted (``~v``: order reversed, no overflow).
 """
 
@@ -26,7 +27,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsms.batch import Batch
-from synopses.hash_multi_index import HashRows
 from synopses.key_slots import KeySlots
 from synopses.sort_order import stable_argsort
 
@@ -43,14 +43,14 @@ class ArgExtremeRelease:
         self.slots = KeySlots()
         self.best = np.zeros(64, dtype=np.int64)      # per slot: the extreme so far (bit-inverted for MIN)
         self.has = np.zeros(64, dtype=bool)           # ... whether the group has any row yet
-        self.winners = HashRows()                     # the rows at their group's extreme now
-        self.slots.rows = lambda: self.winners.index.n
+        self.winners = _Winners()                     # the rows at their group's extreme now
+        self.slots.rows = lambda: self.winners.live
 
     def nbytes(self) -> int:
         return self.best.nbytes + self.has.nbytes + self.winners.nbytes()
 
     def __len__(self) -> int:
-        return self.winners.n_live
+        return self.winners.live
 
     def _grow(self, n: int) -> None:
         if n > len(self.best):
@@ -128,8 +128,7 @@ class ArgExtremeRelease:
         width_l = len(left_cols)
         parts_ts, parts_sign, parts_cols = [], [], []
         if len(out_old):
-            gv = g[o][starts[f[out_old]]]
-            p, cols = self.winners.pop(gv, gv)
+            p, cols = self.winners.pop(i_slot[f[out_old]])
             if len(p):
                 parts_ts.append(i_ts[first_rise[out_old]][p])
                 parts_sign.append(np.full(len(p), -1, dtype=np.int8))
@@ -146,9 +145,7 @@ class ArgExtremeRelease:
                 parts_sign.append(np.full(len(k), -1, dtype=np.int8))
                 parts_cols.append([c[k] for c in cols])
             if len(stay):
-                kept = [c[o[stay]] for c in left_cols]
-                gs = g[o[stay]]
-                self.winners.add(kept, gs, gs)
+                self.winners.add([c[o[stay]] for c in left_cols], ss[stay])
         if not parts_ts:
             return
         ts = np.concatenate(parts_ts)
@@ -158,3 +155,104 @@ class ArgExtremeRelease:
         cols = [c[order] for c in cols]
         cols += [cols[j] for j in spec.right_from]
         op.emit(Batch(ts[order], sign[order], cols))
+
+
+SLACK = 4096        # rows that left tolerated beyond the live winners before the store is compacted
+
+
+class _Winners:
+    """Rows by slot, each slot's rows a chain from its newest (``head``) through ``prev``; rows leave a whole slot
+    at a time (``pop``), and the store is compacted once the rows that left outnumber the live ones.
+
+    >>> w = _Winners()
+    >>> w.add([np.array([10, 11, 12])], np.array([0, 0, 2]))
+    >>> p, cols = w.pop(np.array([2, 0, 1]))
+    >>> sorted(zip(p.tolist(), cols[0].tolist())), w.live
+    ([(0, 12), (1, 10), (1, 11)], 0)
+    """
+
+    def __init__(self) -> None:
+        self.cols: list[np.ndarray] | None = None
+        self.prev = np.zeros(64, dtype=np.int64)
+        self.slot = np.zeros(64, dtype=np.int64)
+        self.alive = np.zeros(64, dtype=bool)
+        self.head = np.full(64, -1, dtype=np.int64)
+        self.n = 0
+        self.live = 0
+
+    def nbytes(self) -> int:
+        held = sum(c.nbytes for c in self.cols) if self.cols is not None else 0
+        return held + self.prev.nbytes + self.slot.nbytes + self.alive.nbytes + self.head.nbytes
+
+    def add(self, cols: list[np.ndarray], slots: np.ndarray) -> None:
+        """Append rows whose slots are in ascending order (a slot's rows in time order)."""
+        m, r0 = len(slots), self.n
+        if not m:
+            return
+        if self.cols is None:
+            self.cols = [np.empty(64, dtype=c.dtype) for c in cols]
+        if r0 + m > len(self.prev):
+            cap = max(r0 + m, 2 * len(self.prev))
+            self.cols = [_grown(c, cap, r0) for c in self.cols]
+            self.prev, self.slot, self.alive = (_grown(a, cap, r0) for a in (self.prev, self.slot, self.alive))
+        top = int(slots[-1]) + 1
+        if top > len(self.head):
+            head = np.full(max(top, 2 * len(self.head)), -1, dtype=np.int64)
+            head[:len(self.head)] = self.head
+            self.head = head
+        for a, c in zip(self.cols, cols):
+            a[r0:r0 + m] = c
+        rows = np.arange(r0, r0 + m)
+        new = np.ones(m, dtype=bool)
+        new[1:] = slots[1:] != slots[:-1]
+        prev = rows - 1
+        prev[new] = self.head[slots[new]]
+        last = np.append(new[1:], True)
+        self.head[slots[last]] = rows[last]
+        self.prev[r0:r0 + m] = prev
+        self.slot[r0:r0 + m] = slots
+        self.alive[r0:r0 + m] = True
+        self.n, self.live = r0 + m, self.live + m
+
+    def pop(self, slots: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Remove every row of these (distinct) slots: (index into ``slots``, the rows' columns)."""
+        inside = slots < len(self.head)
+        at = np.flatnonzero(inside)
+        cur = self.head[slots[at]]
+        self.head[slots[at]] = -1
+        found_p, found_r = [], []
+        while len(cur):
+            keep = cur >= 0
+            if not keep.all():
+                cur, at = cur[keep], at[keep]
+            if not len(cur):
+                break
+            found_p.append(at)
+            found_r.append(cur)
+            cur = self.prev[cur]
+        if not found_p:
+            return np.empty(0, dtype=np.int64), []
+        p, rows = np.concatenate(found_p), np.concatenate(found_r)
+        cols = [c[rows] for c in self.cols]
+        self.alive[rows] = False
+        self.live -= len(rows)
+        if self.n - self.live > self.live + SLACK:
+            self._compact()
+        return p, cols
+
+    def _compact(self) -> None:
+        """Keep the live rows alone, renumbered in order, their chains rebuilt."""
+        rows = np.flatnonzero(self.alive[:self.n])
+        slots = self.slot[rows]
+        o = stable_argsort(slots)
+        cols = [c[rows[o]] for c in self.cols]
+        self.__init__()
+        if len(rows):
+            self.add(cols, slots[o])
+
+
+def _grown(a: np.ndarray, cap: int, used: int) -> np.ndarray:
+    """``a``'s first ``used`` entries at the front of an array of ``cap``."""
+    out = np.zeros(cap, dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
