@@ -176,3 +176,32 @@ def test_compacted_stores_answer_as_the_reference_says(monkeypatch):
         acts, until = pushes(seed + 101, n=120, keys=3)
         check_query((*CATALOG, *SHAPES["q9"][0]), SHAPES["q9"][1], acts, until)
     assert done["winners"] and done["hashed"]
+
+
+@pytest.mark.parametrize("shape", ["max", "q9"])
+def test_a_query_registered_after_input_starts_from_the_views_contents(shape):
+    """The same query registered before any input and halfway through (its arg-extreme join then starts from
+    the view's contents, not shared with the first): the same contents at the end, and the first query's
+    answers are the reference's (the other tests)."""
+    views, query = SHAPES[shape]
+    eng = Engine()
+    for s in (*CATALOG, *views):
+        eng.execute(s)
+    early = eng.execute(query)
+    acts, until = pushes(7, n=120, keys=3)
+    late = None
+    for i, act in enumerate(acts):
+        if act[0] == "push":
+            eng.push(act[1], act[2], act[3])
+        else:
+            eng.run()
+        if i == len(acts) // 2:
+            eng.run()
+            late = eng.execute(query)
+    eng.heartbeat(until)
+    eng.run()
+    # max: two arg-extreme joins; q9: the late query shares no join (input arrived), joins in FROM order (X
+    # with T first, which is no arg max) and reads the view T, whose join is the one arg max
+    assert sum(j.arg_ext is not None for j in _joins(eng)) == {"max": 2, "q9": 1}[shape]
+    got = sorted(eng.contents(early.id))
+    assert got and sorted(eng.contents(late.id)) == got
