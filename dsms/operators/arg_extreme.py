@@ -68,6 +68,8 @@ class ArgExtremeRelease:
         if type(b) is tuple or (b.sign < 0).any():
             raise RuntimeError(f"{op.id}: the left input of an arg-extreme join deleted a row; the planner "
                                "chose this form because it never deletes")
+        if not (b.ts[1:] >= b.ts[:-1]).all():
+            b = b.take(stable_argsort(b.ts))      # rows of a slot must come in time order below
         spec = self.spec
         g = b.cols[spec.group].astype(np.int64, copy=False)
         v = b.cols[spec.value].astype(np.int64, copy=False)
