@@ -59,6 +59,7 @@ import numpy as np
 from dsms.batch import Batch, ConcatBatch, Heartbeat, concat, take_until
 from dsms.expr.compile import CompiledExpr
 from dsms.operators.append_join import AppendJoin
+from dsms.operators.arg_extreme import ArgExtremeRelease
 from dsms.operators.base import NEG_INF, colmap, merge_by_ts
 from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
@@ -66,10 +67,12 @@ from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
 from dsms.operators.tumbling_join import TumblingEpochs
 from dsms.queues import Queue
+from synopses.hash_multi_index import HashMultiIndexSynopsis
 from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.rowcodes import IntIds, pack_bits, packed, row_codes
 from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import LIVE, OLD, Release, SortedRunIndexSynopsis, expand
+from synopses.state import StateSynopsis
 
 PAIR_BUDGET = 1 << 16       # pairs one run may produce (counted before the release is applied)
 RELEASE_ROWS = 1 << 13      # released rows weighed per run (the oldest; the rest waits for a later run)
@@ -106,6 +109,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         # the same batches with different key columns
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.epochs: TumblingEpochs | None = None     # two tumbling windows of one size: a period at a time
+        self.arg_ext: ArgExtremeRelease | None = None  # an arg max (min) the planner proved (use_arg_extreme)
         self.init_join_kind()
 
     def key_side(self, side: int, group: tuple[int, ...] | None) -> None:
@@ -117,6 +121,26 @@ class JoinOp(JoinStateKind, BinaryOperator):
         syn.on_kind = self.sides[side].on_kind
         self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
         self.synopses = list(self.sides)
+
+    def use_arg_extreme(self, spec) -> None:
+        """Compute this join as the arg max (min) the planner proved it to be (``dsms/plan/arg_extreme.py``): the
+        left's rows at their group's extreme, from the left's inserts alone (``dsms/operators/arg_extreme.py``);
+        the right's changes are read for their frontier only. EXPLAIN shows it on the join's label."""
+        ext = self.arg_ext = ArgExtremeRelease(spec)
+        self.synopses = [*self.sides, StateSynopsis("rows at their group's extreme", ext.__len__, ext.nbytes)]
+        self.detail += f" [winners: {spec.fn} per group, from the left alone]"
+
+    def hash_side(self, side: int, bucket: tuple[int, int] | None) -> None:
+        """Hold input ``side``, probed by the other input held by key (``key_side``), as a hash multimap from
+        key code to rows (``synopses/hash_multi_index.py``): ``keyed_release`` appends its inserts and retracts
+        its deletes there in proportion to the release, where the sorted-run index merged every release into
+        a signed table as long as the rows held (``bucket`` as its ``HashMultiIndexSynopsis`` takes it). EXPLAIN
+        shows it on the join's label."""
+        syn = HashMultiIndexSynopsis(bucket)
+        syn.on_kind = self.sides[side].on_kind
+        self.sides = (syn, self.sides[1]) if side == 0 else (self.sides[0], syn)
+        self.synopses = list(self.sides)
+        self.detail += f" [{('left', 'right')[1 - side]} by key, {('left', 'right')[side]} hashed]"
 
     # ---------------------------------------------------------------- windows fused into the join
 
@@ -355,7 +379,9 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.more = None
         if parts:
             try:
-                if self.epochs is None or not self.epochs.apply(self, parts, PAIR_BUDGET):
+                if self.arg_ext is not None:
+                    self.arg_ext.apply(self, parts)
+                elif self.epochs is None or not self.epochs.apply(self, parts, PAIR_BUDGET):
                     self._leave_epochs()
                     if not keyed_release(self, parts, PAIR_BUDGET):      # an input held by key: probed once
                         parts = self._bounded(parts)

@@ -14,6 +14,7 @@ its pairs before joining it, which probed and sorted the same codes twice.
 
 from __future__ import annotations
 
+from synopses.hash_multi_index import HashMultiIndexSynopsis
 from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.sort_order import search_both, stable_argsort
 
@@ -35,6 +36,8 @@ def keyed_release(join, parts: dict, budget: int) -> bool:
         other = join.sides[1 - side]
         if keyed(other):
             pidx, theirs, their_sign = other.lookup_keyed(codes[side], b)
+        elif type(other) is HashMultiIndexSynopsis:        # probed by the keyed input's rows (its bucket column)
+            pidx, theirs, their_sign = other.lookup_from(codes[side], b)
         else:
             pidx, theirs, their_sign = other.lookup(codes[side])
         pairs += len(pidx)

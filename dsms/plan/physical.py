@@ -32,12 +32,14 @@ from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 from dsms.plan import logical as L
+from dsms.plan.arg_extreme import arg_extreme
 from dsms.plan.binder import type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
 from dsms.plan.window_extreme import WindowExtreme, window_extreme
 from dsms.queues import Queue
+from synopses.keyed_index import KeyedIndexSynopsis
 from synopses.shared_store import SharedWindowStore
 
 
@@ -397,12 +399,25 @@ class PhysicalPlanner:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
                     self._fuse_project(op, side, child)
+        spec = None
+        if op.append is None and op.windows == [None, None] and left is not right:
+            spec = arg_extreme(node, self._view_root)
+        if spec is not None:
+            op.use_arg_extreme(spec)    # the left's rows at their group's MAX (MIN): from the left alone
+            return out, op
         sides = ((node.left, node.left_keys, node.right_keys), (node.right, node.right_keys, node.left_keys))
         for side, (child, keys, other) in enumerate(sides):
             if op.append is None and op.windows[1 - side] is None and keyed_on(child, keys, self._view_root):
                 # at most one row per join key: held as a map (dsms/plan/unique_keys.py); a join whose inputs
                 # never delete keeps its append-only indexes (a DISTINCT over a stream is both)
                 op.key_side(side, group_column(unique_key(child, self._view_root), child.types, keys, other))
+        keyed = [type(s) is KeyedIndexSynopsis for s in op.sides]
+        if keyed.count(True) == 1 and left is not right:
+            side = keyed.index(False)
+            if op.windows[side] is None and op.gates[side] is None:
+                # probed by a keyed input: a hash multimap, updated in proportion to each release
+                # (synopses/hash_multi_index.py; the general path turns it into the sorted-run index)
+                op.hash_side(side, _bucket(op.sides[1 - side].group, sides[side][0].types))
         return out, op
 
     def _window_extreme_join(self, node: L.Join, shape: WindowExtreme, qid) -> Queue:
@@ -504,6 +519,20 @@ class PhysicalPlanner:
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
                                 cancel=not _bare_aggregate(node.child))
+
+
+def _bucket(group: tuple[int, ...] | None, types: tuple[str, ...]) -> tuple[int, int] | None:
+    """How the input probed by a keyed one buckets its rows (``HashMultiIndexSynopsis.bucket``): by its join
+    column equated with the keyed input's INT key column (``group`` as ``KeyedIndexSynopsis`` holds it), when
+    that column is INT or TIMESTAMP too; None (by join key code) otherwise.
+
+    >>> _bucket((0, 3), ("INT", "FLOAT", "INT", "TIMESTAMP")), _bucket((0, 1), ("INT", "FLOAT")), _bucket((), ())
+    ((3, 0), None, None)
+    """
+    if not group:
+        return None
+    own, other = group
+    return (other, own) if types[other] in ("INT", "TIMESTAMP") else None
 
 
 def name_columns(op: Operator, node, via=None) -> None:

@@ -1,0 +1,260 @@
+"""The release of a join that the planner proved to be an arg max (or min): a relation that never deletes joined
+with its own per-group MAX (MIN) on the group and on the extreme (``dsms/plan/arg_extreme.py``; NEXMark q9's
+bids joined with ``Q9M``).
+
+Source: SPEC section 3 (a relation's value at each instant; only an instant's net change is observed). At every
+instant the join holds exactly the left rows whose value is their group's extreme over the rows so far, each
+with the right's columns, which are copies of its own. From the left's inserts alone (in time order): per group
+the extreme of each instant of the release (the largest value among its rows) and the running extreme through
+it (the extreme held before the release included). A row enters at its instant when its value is the running
+extreme there, and leaves at the group's next instant whose running extreme is higher (strictly: ties stay,
+so several rows of one value are all in); the rows held from earlier releases, the group's winners, leave at
+the group's first such instant of the release. A row that enters and leaves within the release is emitted
+both ways at two instants, never stored. Nothing of the right's changes is read but their frontier: their
+rows are the same relation's extreme, which the join knows already.
+
+State: per group slot (``KeySlots``: group values while dense, auction ids; a table otherwise) the extreme so
+far, and the winners (``_Winners``): rows appended in a store, each linked to the previous winner of its slot,
+a slot's chain dropped whole when its extreme rises; a few rows per group instead of every row of the left
+input. Values are compared as int64 (INT, TIMESTAMP: the
+planner's condition); MIN is MAX of the values bit-inverted (``~v``: order reversed, no overflow).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dsms.batch import Batch
+from synopses.key_slots import KeySlots
+from synopses.sort_order import stable_argsort
+
+if TYPE_CHECKING:
+    from dsms.operators.join import JoinOp
+    from dsms.plan.arg_extreme import ArgExtreme
+
+
+class ArgExtremeRelease:
+    """The state and release of a ``JoinOp`` that computes an arg max (min): see the module."""
+
+    def __init__(self, spec: ArgExtreme) -> None:
+        self.spec = spec
+        self.slots = KeySlots()
+        self.best = np.zeros(64, dtype=np.int64)      # per slot: the extreme so far (bit-inverted for MIN)
+        self.has = np.zeros(64, dtype=bool)           # ... whether the group has any row yet
+        self.winners = _Winners()                     # the rows at their group's extreme now
+        self.slots.rows = lambda: self.winners.live
+
+    def nbytes(self) -> int:
+        return self.best.nbytes + self.has.nbytes + self.winners.nbytes()
+
+    def __len__(self) -> int:
+        return self.winners.live
+
+    def _grow(self, n: int) -> None:
+        if n > len(self.best):
+            cap = max(n, 2 * len(self.best))
+            best, has = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=bool)
+            best[:len(self.best)], has[:len(self.has)] = self.best, self.has
+            self.best, self.has = best, has
+
+    def apply(self, op: JoinOp, parts: dict) -> None:
+        """Emit the change of the arg-extreme rows that the left's released inserts make (the right's are not
+        read), and keep the winners."""
+        b = parts.get(0)
+        if b is None or not len(b):
+            return
+        if type(b) is tuple or (b.sign < 0).any():
+            raise RuntimeError(f"{op.id}: the left input of an arg-extreme join deleted a row; the planner "
+                               "chose this form because it never deletes")
+        if not (b.ts[1:] >= b.ts[:-1]).all():
+            b = b.take(stable_argsort(b.ts))      # rows of a slot must come in time order below
+        spec = self.spec
+        g = b.cols[spec.group].astype(np.int64, copy=False)
+        v = b.cols[spec.value].astype(np.int64, copy=False)
+        if spec.fn == "MIN":
+            v = ~v
+        s = self.slots.of(g)
+        self._grow(self.slots.n)
+        o = stable_argsort(s)                     # by slot, in time order within one (the batch's order)
+        ss, tt, vv = s[o], b.ts[o], v[o]
+        n = len(o)
+        brk = np.ones(n, dtype=bool)
+        brk[1:] = (ss[1:] != ss[:-1]) | (tt[1:] != tt[:-1])
+        starts = np.flatnonzero(brk)              # the instants of each slot
+        m = len(starts)
+        inst = np.cumsum(brk) - 1                 # each row's instant
+        i_slot, i_ts = ss[starts], tt[starts]
+        i_max = np.maximum.reduceat(vv, starts)
+        first = np.ones(m, dtype=bool)            # a slot's first instant
+        first[1:] = i_slot[1:] != i_slot[:-1]
+        seg = np.cumsum(first) - 1                # each instant's slot segment
+        f = np.flatnonzero(first)
+        had = self.has[i_slot[f]]
+        old = self.best[i_slot[f]]
+        # values as dense ranks (0: nothing held), so a running maximum per slot is one accumulate over keys
+        uniq, inv = np.unique(np.concatenate([i_max, old[had]]), return_inverse=True)
+        inv = inv.reshape(-1) + 1
+        r_inst = inv[:m]
+        r_old = np.zeros(len(f), dtype=np.int64)
+        r_old[had] = inv[m:]
+        width = len(uniq) + 1
+        base = seg * width
+        run = np.maximum.accumulate(base + np.maximum(r_inst, r_old[seg])) - base
+        prev = np.empty(m, dtype=np.int64)
+        prev[f] = r_old
+        later = np.flatnonzero(~first)
+        prev[later] = run[later - 1]
+        rises = run > prev                        # the running extreme goes up at this instant
+        # per instant, the next instant of its slot where it rises (m: none)
+        key = seg * (m + 1) + np.where(rises, np.arange(m), m)
+        suffix = np.minimum.accumulate(key[::-1])[::-1]
+        nxt = np.full(m, m, dtype=np.int64)
+        nxt[:-1] = suffix[1:] - seg[:-1] * (m + 1)
+        nxt[nxt > m] = m
+        # rows at their instant's running extreme enter; they leave at the next rise, or stay
+        run_val = uniq[run - 1]                   # every instant has a row: run >= 1
+        win = np.flatnonzero(vv == run_val[inst])
+        leave = nxt[inst[win]]
+        gone = leave < m
+        stay = win[~gone]
+        # the winners held before leave at their slot's first rise
+        first_rise = np.where(rises[f], f, nxt[f])
+        out_old = np.flatnonzero(had & (first_rise < m))
+        # commit the extremes
+        last = np.append(f[1:] - 1, m - 1)
+        self.best[i_slot[f]] = run_val[last]
+        self.has[i_slot[f]] = True
+        left_cols = b.cols
+        width_l = len(left_cols)
+        parts_ts, parts_sign, parts_cols = [], [], []
+        if len(out_old):
+            p, cols = self.winners.pop(i_slot[f[out_old]])
+            if len(p):
+                parts_ts.append(i_ts[first_rise[out_old]][p])
+                parts_sign.append(np.full(len(p), -1, dtype=np.int8))
+                parts_cols.append(cols)
+        if len(win):
+            rows = o[win]
+            cols = [c[rows] for c in left_cols]
+            parts_ts.append(tt[win])
+            parts_sign.append(np.ones(len(win), dtype=np.int8))
+            parts_cols.append(cols)
+            if gone.any():
+                k = np.flatnonzero(gone)
+                parts_ts.append(i_ts[leave[k]])
+                parts_sign.append(np.full(len(k), -1, dtype=np.int8))
+                parts_cols.append([c[k] for c in cols])
+            if len(stay):
+                self.winners.add([c[o[stay]] for c in left_cols], ss[stay])
+        if not parts_ts:
+            return
+        ts = np.concatenate(parts_ts)
+        sign = np.concatenate(parts_sign)
+        cols = [np.concatenate([pc[j] for pc in parts_cols]) for j in range(width_l)]
+        order = np.lexsort((sign > 0, ts))          # in time order, deletes first within an instant
+        cols = [c[order] for c in cols]
+        cols += [cols[j] for j in spec.right_from]
+        op.emit(Batch(ts[order], sign[order], cols))
+
+
+SLACK = 4096        # rows that left tolerated beyond the live winners before the store is compacted
+
+
+class _Winners:
+    """Rows by slot, each slot's rows a chain from its newest (``head``) through ``prev``; rows leave a whole slot
+    at a time (``pop``), and the store is compacted once the rows that left outnumber the live ones.
+
+    >>> w = _Winners()
+    >>> w.add([np.array([10, 11, 12])], np.array([0, 0, 2]))
+    >>> p, cols = w.pop(np.array([2, 0, 1]))
+    >>> sorted(zip(p.tolist(), cols[0].tolist())), w.live
+    ([(0, 12), (1, 10), (1, 11)], 0)
+    """
+
+    def __init__(self) -> None:
+        self.cols: list[np.ndarray] | None = None
+        self.prev = np.zeros(64, dtype=np.int64)
+        self.slot = np.zeros(64, dtype=np.int64)
+        self.alive = np.zeros(64, dtype=bool)
+        self.head = np.full(64, -1, dtype=np.int64)
+        self.n = 0
+        self.live = 0
+
+    def nbytes(self) -> int:
+        held = sum(c.nbytes for c in self.cols) if self.cols is not None else 0
+        return held + self.prev.nbytes + self.slot.nbytes + self.alive.nbytes + self.head.nbytes
+
+    def add(self, cols: list[np.ndarray], slots: np.ndarray) -> None:
+        """Append rows whose slots are in ascending order (a slot's rows in time order)."""
+        m, r0 = len(slots), self.n
+        if not m:
+            return
+        if self.cols is None:
+            self.cols = [np.empty(64, dtype=c.dtype) for c in cols]
+        if r0 + m > len(self.prev):
+            cap = max(r0 + m, 2 * len(self.prev))
+            self.cols = [_grown(c, cap, r0) for c in self.cols]
+            self.prev, self.slot, self.alive = (_grown(a, cap, r0) for a in (self.prev, self.slot, self.alive))
+        top = int(slots[-1]) + 1
+        if top > len(self.head):
+            head = np.full(max(top, 2 * len(self.head)), -1, dtype=np.int64)
+            head[:len(self.head)] = self.head
+            self.head = head
+        for a, c in zip(self.cols, cols):
+            a[r0:r0 + m] = c
+        rows = np.arange(r0, r0 + m)
+        new = np.ones(m, dtype=bool)
+        new[1:] = slots[1:] != slots[:-1]
+        prev = rows - 1
+        prev[new] = self.head[slots[new]]
+        last = np.append(new[1:], True)
+        self.head[slots[last]] = rows[last]
+        self.prev[r0:r0 + m] = prev
+        self.slot[r0:r0 + m] = slots
+        self.alive[r0:r0 + m] = True
+        self.n, self.live = r0 + m, self.live + m
+
+    def pop(self, slots: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Remove every row of these (distinct) slots: (index into ``slots``, the rows' columns)."""
+        inside = slots < len(self.head)
+        at = np.flatnonzero(inside)
+        cur = self.head[slots[at]]
+        self.head[slots[at]] = -1
+        found_p, found_r = [], []
+        while len(cur):
+            keep = cur >= 0
+            if not keep.all():
+                cur, at = cur[keep], at[keep]
+            if not len(cur):
+                break
+            found_p.append(at)
+            found_r.append(cur)
+            cur = self.prev[cur]
+        if not found_p:
+            return np.empty(0, dtype=np.int64), []
+        p, rows = np.concatenate(found_p), np.concatenate(found_r)
+        cols = [c[rows] for c in self.cols]
+        self.alive[rows] = False
+        self.live -= len(rows)
+        if self.n - self.live > self.live + SLACK:
+            self._compact()
+        return p, cols
+
+    def _compact(self) -> None:
+        """Keep the live rows alone, renumbered in order, their chains rebuilt."""
+        rows = np.flatnonzero(self.alive[:self.n])
+        slots = self.slot[rows]
+        o = stable_argsort(slots)
+        cols = [c[rows[o]] for c in self.cols]
+        self.__init__()
+        if len(rows):
+            self.add(cols, slots[o])
+
+
+def _grown(a: np.ndarray, cap: int, used: int) -> np.ndarray:
+    """``a``'s first ``used`` entries at the front of an array of ``cap``."""
+    out = np.zeros(cap, dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
