@@ -8,8 +8,8 @@ pairs (digest-002a section 2.15: ΔL ⋈ R_old, then L_new ⋈ ΔR; a pair enter
 found by one dict lookup per released row, and emitted in the same order (the first set, then the second, each
 in time order; stable), gathered by row number from both inputs' columns once the release is added.
 
-The probes are made before anything is added (the new right rows probe the held left rows and a dict of the new
-left rows), so a release that would make more than ``SMALL_PAIRS`` pairs (a hot key: Python per pair would cost
+The probes are made before anything is added (the new right rows probe the held left rows, then the new left
+rows with a key among the new right rows', found through a set intersection), so a release that would make more than ``SMALL_PAIRS`` pairs (a hot key: Python per pair would cost
 more than the arrays' fixed cost) is refused with nothing changed; then, as after any release over
 ``SMALL_ROWS`` rows, both inputs move their keys into the arrays for good and the array path applies it.
 """
@@ -68,45 +68,42 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
                 pl.extend([l0 + i] * len(v))
                 pr.extend(v)
     first = len(pt)
-    if n1 and (dl or n0):                     # new right rows x left rows held and new
-        new: dict[int, int | list[int]] = {}
-        for i, k in enumerate(lc):
-            v = new.get(k)
-            if v is None:
-                new[k] = i
-            elif type(v) is int:
-                new[k] = [v, i]
-            else:
-                v.append(i)
-        rts = lts = None
+    if n1 and dl:                             # new right rows x left rows held
+        rts = None
         for j, k in enumerate(rc):
             v = dl.get(k)
-            w = new.get(k) if new else None
-            if v is None and w is None:
+            if v is None:
                 continue
             if rts is None:
                 rts = rb.ts.tolist()
             t = rts[j]
-            if v is not None:
-                if type(v) is int:
-                    pt.append(t)
-                    pl.append(v)
-                    pr.append(r0 + j)
-                else:
-                    pt.extend([t] * len(v))
-                    pl.extend(v)
-                    pr.extend([r0 + j] * len(v))
-            if w is not None:
-                if lts is None:
-                    lts = lb.ts.tolist()
-                for i in ((w,) if type(w) is int else w):
+            if type(v) is int:
+                pt.append(t)
+                pl.append(v)
+                pr.append(r0 + j)
+            else:
+                pt.extend([t] * len(v))
+                pl.extend(v)
+                pr.extend([r0 + j] * len(v))
+    if n1 and n0:                             # ... and new left rows, at the later instant of the two
+        common = set(lc).intersection(rc)     # most releases share no key between the two sides
+        if common:
+            lts, rts = lb.ts.tolist(), rb.ts.tolist()
+            at: dict[int, list[int]] = {}
+            for j, k in enumerate(rc):
+                if k in common:
+                    at.setdefault(k, []).append(j)
+            for i, k in enumerate(lc):
+                if k in common:
                     u = lts[i]
-                    pt.append(u if u > t else t)
-                    pl.append(l0 + i)
-                    pr.append(r0 + j)
-        if len(pt) - first > 1 and any(a > b for a, b in zip(pt[first:], pt[first + 1:])):
-            o = sorted(range(first, len(pt)), key=pt.__getitem__)     # this set in time order (stable)
-            pt[first:], pl[first:], pr[first:] = [pt[x] for x in o], [pl[x] for x in o], [pr[x] for x in o]
+                    for j in at[k]:
+                        t = rts[j]
+                        pt.append(u if u > t else t)
+                        pl.append(l0 + i)
+                        pr.append(r0 + j)
+    if len(pt) - first > 1 and any(a > b for a, b in zip(pt[first:], pt[first + 1:])):
+        o = sorted(range(first, len(pt)), key=pt.__getitem__)     # this set in time order (stable)
+        pt[first:], pl[first:], pr[first:] = [pt[x] for x in o], [pl[x] for x in o], [pr[x] for x in o]
     if len(pt) > SMALL_PAIRS:
         return _leave(aj)
     if n0:
