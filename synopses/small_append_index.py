@@ -1,18 +1,18 @@
 """An insert-only join input (``AppendIndexSynopsis``) whose key index is a Python dict while the join's
 releases stay small (issue 15: NEXMark q3 releases a dozen auctions and a dozen people per push of 1,000 events).
 
-The array index finds and adds a release's rows with a fixed number of numpy calls (about fifty per release for
-q3, slot lookups, a sort of the new rows' slots, block moves), each costing about a microsecond whatever the
-number of rows: a release of twenty rows cost 115 us. A dict from key code to row number (or to a list of row
+The array index finds and adds a release's rows with a fixed number of numpy calls (about a hundred per release
+of q3's join with the pairs' merge: slot lookups, a sort of the new rows' slots, block moves), each costing about
+a microsecond whatever the number of rows: q3's join took 115 us a run for about twenty rows. A dict from key code to row number (or to a list of row
 numbers, for a key held more than once) finds and adds each row with one or two dict operations, about a tenth
 of a microsecond each, so below a few hundred rows per release it is the cheaper index by far. The columns are
 held as before (``ColumnSegments``, shared by both forms), so rows are numbered the same way in both.
 
-The dict form lasts while the join's releases are small and its rows few: the first release over
-``dsms.operators.append_small.SMALL_ROWS`` rows or ``SMALL_PAIRS`` pairs, more than ``HOLD_ROWS`` rows held (a dict
-entry costs about three times an array entry), or any caller that needs the array form (``find``, ``counts``,
-``cover``, ``append``: the join's general release, its exact pair count against a low budget) moves the keys
-into the arrays (``to_arrays``, one append of every row held) for good. Either form answers the same.
+The dict form lasts while the join's releases are small and its rows few (the limits are in
+``dsms/operators/append_small.py``, which applies those releases); the first release over them, or any caller
+that needs the array form (``find``, ``counts``, ``cover``, ``append``: the join's general release, its exact
+pair count against a low budget), moves the keys into the arrays (``to_arrays``, one append of every row held)
+for good. Either form answers the same.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import numpy as np
 
 from synopses.append_index import AppendIndexSynopsis
 from synopses.key_slots import KeySlots
-
-HOLD_ROWS = 1 << 17      # rows held (both inputs) above which the keys move into the arrays
 
 
 class SmallAppendIndexSynopsis(AppendIndexSynopsis):

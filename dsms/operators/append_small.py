@@ -9,9 +9,11 @@ found by one dict lookup per released row, and emitted in the same order (the fi
 in time order; stable), gathered by row number from both inputs' columns once the release is added.
 
 The probes are made before anything is added (the new right rows probe the held left rows, then the new left
-rows with a key among the new right rows', found through a set intersection), so a release that would make more than ``SMALL_PAIRS`` pairs (a hot key: Python per pair would cost
-more than the arrays' fixed cost) is refused with nothing changed; then, as after any release over
-``SMALL_ROWS`` rows, both inputs move their keys into the arrays for good and the array path applies it.
+rows whose key is among the new right rows', found through a set intersection), so a release that would make
+more than ``SMALL_PAIRS`` pairs (a hot key: Python per pair would cost more than the arrays' fixed cost) is
+refused with nothing changed; then, as after any release over ``SMALL_ROWS`` rows or once more than
+``HOLD_ROWS`` rows are held (a dict entry costs about three times an array entry), both inputs move their keys
+into the arrays for good and the array path applies it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from dsms.batch import Batch
 from dsms.operators.base import colmap
-from synopses.small_append_index import HOLD_ROWS, SmallAppendIndexSynopsis
+from synopses.small_append_index import SmallAppendIndexSynopsis
 
 if TYPE_CHECKING:
     from dsms.operators.append_join import AppendJoin
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 SMALL_ROWS = 512        # rows per release (both inputs) up to which dict probes beat the arrays
 SMALL_PAIRS = 2048      # pairs per release up to which building them in Python does
+HOLD_ROWS = 1 << 17     # rows held (both inputs) up to which the keys stay in the dicts
 
 
 def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
