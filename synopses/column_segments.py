@@ -72,6 +72,17 @@ class ColumnSegments:
 
     def _copy(self, cols: list[np.ndarray], m: int) -> None:
         seg = self.segs[-1] if self.open else None
+        if seg is not None and self.fill + m <= len(seg[0]):
+            # the common case (a small batch of the types held, room left): copied with no other check; a
+            # column of another type stops it, and the general path below writes every column again
+            fill, end = self.fill, self.fill + m
+            for a, c in zip(seg, cols):
+                if a.dtype != c.dtype:
+                    break
+                a[fill:end] = c
+            else:
+                self.fill = end
+                return
         if seg is not None and not all(a.dtype == c.dtype or np.result_type(a.dtype, c.dtype) == a.dtype
                                        for a, c in zip(seg, cols)):
             seg = None                                  # a wider type: a new segment of that type

@@ -64,3 +64,22 @@ def test_server_over_http_gives_the_same_answer(name, data):
     last = int(max(ev[s]["ts"][-1] for s in SCHEMAS))
     _, _, got = run_http(q, nexmark._pushes(ev, N, 500), ev, N, W, nexmark.final_heartbeat(last, W))
     nexmark.compare(name, got, want, "the plain loop")
+
+
+def test_operator_run_times_are_reported_and_the_operator_left_as_it_was(capsys, monkeypatch):
+    """``bench/nexmark_op_runs.py`` (the per-run figures of docs/benchmarks.md) times every run of the operator
+    class named and restores its ``run`` afterwards."""
+    import sys
+
+    from bench import nexmark_op_runs
+    from dsms.operators.join import JoinOp
+
+    before = JoinOp.__dict__["run"]
+    monkeypatch.setattr(sys, "argv", ["nexmark_op_runs.py", "q3", "1000", "3000", "JoinOp", "1"])
+    nexmark_op_runs.main()
+    out = capsys.readouterr().out
+    import re
+
+    assert re.fullmatch(r"q3 at 1000 per push: JoinOp median [0-9.]+ us, mean [0-9.]+ us per run, [0-9.]+ ms over "
+                        r"[1-9][0-9]* runs \(3000 events\)\n", out), out
+    assert JoinOp.__dict__["run"] is before

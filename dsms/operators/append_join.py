@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsms.batch import Batch
+from dsms.operators.append_small import small_release
 from synopses.append_index import AppendIndexSynopsis
 from synopses.key_slots import KeySlots
+from synopses.small_append_index import SmallAppendIndexSynopsis
 from synopses.sort_order import search_both, stable_argsort
 
 if TYPE_CHECKING:
@@ -39,11 +41,12 @@ if TYPE_CHECKING:
 
 
 class AppendJoin:
-    """The insert-only state and release of one ``JoinOp``: both inputs' indexes share one key-slot table."""
+    """The insert-only state and release of one ``JoinOp``: both inputs' indexes share one key-slot table. While
+    releases are small the indexes hold their keys in dicts and releases go through ``append_small.py``."""
 
     def __init__(self) -> None:
         self.slots = KeySlots()
-        self.sides = (AppendIndexSynopsis(self.slots), AppendIndexSynopsis(self.slots))
+        self.sides = (SmallAppendIndexSynopsis(self.slots), SmallAppendIndexSynopsis(self.slots))
         self.slots.rows = lambda: self.sides[0].n + self.sides[1].n
         self._memo: dict[int, tuple[Batch, np.ndarray]] = {}
 
@@ -85,6 +88,8 @@ class AppendJoin:
 
     def apply(self, op: JoinOp, parts: dict) -> None:
         """Add the released rows of each side (batches of inserts) and emit the pairs they make."""
+        if small_release(self, op, parts):
+            return
         L, R = self.sides
         lb, rb = parts.get(0), parts.get(1)
         found: list[_Pairs] = []

@@ -46,6 +46,9 @@ class BinaryOperator(Operator):
         if not pend:
             return None
         b = concat(pend) if len(pend) > 1 else pend[0]
+        if b.ts[-1] <= f:                  # all of it (most runs): no search
+            self.pending[side] = []
+            return b
         cut = int(b.ts.searchsorted(f, side="right"))
         self.pending[side] = [b.slice(cut, len(b))] if cut < len(b) else []
         if not cut:

@@ -191,6 +191,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def unfuse_project(self, side: int) -> None:
         """Give a fused projection back its cursor; the join (its window) reads the projection's output again,
         from a heartbeat at the frontier the projection had passed."""
+        if self.epochs is not None:
+            self.epochs.flush(self)       # the batches held back were read from the projection's input
         project = self.projects[side]
         out = self._give_back(side, project)
         project.frontiers[0] = self.frontiers[side]
@@ -304,15 +306,23 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if w is None:
             self.pending[i].append(batch)
             return
+        if self.epochs is not None and self.epochs.hold(self, i, batch):
+            return                        # nothing in it is due before a window end (``TumblingEpochs.hold``)
+        self.feed_window(i, batch)
+
+    def feed_window(self, i: int, batch: Batch, picked: bool = False) -> None:
+        """Hand the fused window on input ``i`` a batch read from that input (through the fused projection,
+        unless its columns are ``picked`` already)."""
+        w = self.windows[i]
         t0 = perf_counter_ns() if self.keep_stats else 0
         last = int(batch.ts[-1])
         p = self.projects[i]
         if p is not None:                 # the fused projection's columns (``ProjectOp.on_batch``, copies only)
-            cols, known = batch.cols, batch.col_bytes
-            picked = Batch(batch.ts, batch.sign, [cols[e] for e in p.exprs])
-            if known is not None:
-                picked.col_bytes = [known[e] for e in p.exprs]
-            batch = picked
+            if not picked:
+                cols, known = batch.cols, batch.col_bytes
+                batch = Batch(batch.ts, batch.sign, [cols[e] for e in p.exprs])
+                if known is not None:
+                    batch.col_bytes = [known[e] for e in p.exprs]
             p.frontiers[0] = max(p.frontiers[0], last)
             p.last_ts = last
             self._project_rows[i] += len(batch.ts)
@@ -350,8 +360,11 @@ class JoinOp(JoinStateKind, BinaryOperator):
             self.epochs = None
 
     def on_frontier(self, f: int) -> None:
-        if self.epochs is not None and not TumblingEpochs.fits(self):
-            self._leave_epochs()          # a knob changed a window, or the kind: the general path from here
+        if self.epochs is not None:
+            if not TumblingEpochs.fits(self):
+                self._leave_epochs()      # a knob changed a window, or the kind: the general path from here
+            elif self.epochs.due is not None and self.epochs.due <= f:
+                self.epochs.flush(self)   # the input held back reaches a window end: into the windows now
         if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
             self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}

@@ -24,6 +24,7 @@ import numpy as np
 
 from dsms.batch import Batch, concat
 from dsms.operators.base import colmap
+from synopses.base import rows_bytes
 from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import expand
 
@@ -36,12 +37,76 @@ class TumblingEpochs:
         self.rows: list[list[tuple[Batch, np.ndarray]]] = [[], []]    # per side: (rows, their key codes)
         self.pairs: list[Batch] = []                          # the pairs inserted at ``at`` (all still held)
         self.n_pairs = 0
+        # per side: (timestamps, signs, the columns the fused projection picks) of each batch read and not
+        # handed to the window yet
+        self.raw: list[list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]]] = [[], []]
+        self.due: int | None = None                # the first window end a row of ``raw`` enters at
 
     def held(self, side: int) -> int:
         return sum(len(b) for b, _ in self.rows[side])
 
     def nbytes(self) -> int:
-        return sum(b.nbytes + c.nbytes for side in self.rows for b, c in side) + sum(p.nbytes for p in self.pairs)
+        return (sum(b.nbytes + c.nbytes for side in self.rows for b, c in side) + sum(p.nbytes for p in self.pairs)
+                + sum(rows_bytes(*r) for side in self.raw for r in side))
+
+    def hold(self, join, side: int, batch: Batch) -> bool:
+        """Keep a batch read from input ``side`` until a window end it enters at is due (``flush``), instead of
+        handing it to the fused window (and projection) now; returns False when it must go now (the window
+        evicts to a memory budget as each batch arrives), after what is held, in order.
+
+        A tumbling window's rows enter at the next window end and nothing before then depends on them, so
+        between two ends (a hundred pushes of 1,000 events for NEXMark q8) a run only reads its input: the
+        projection, the window's timestamps and its batches, once per push each, become one per window end for
+        the batches of the whole period, concatenated. The frontiers the window and projection would have
+        are set as the batch is read (a new size applies after the window's frontier, ``on_set_range``)."""
+        w = join.windows[side]
+        if w.store.memory is not None:
+            self.flush(join)
+            return False
+        raw = self.raw[side]
+        ts = batch.ts
+        if not raw:
+            s = w.slide
+            end = -(-int(ts[0]) // s) * s
+            if self.due is None or end < self.due:
+                self.due = end
+        last = int(ts[-1])
+        p = join.projects[side]
+        if p is None:
+            raw.append((ts, batch.sign, batch.cols))
+        else:
+            cols = batch.cols
+            raw.append((ts, batch.sign, [cols[e] for e in p.exprs]))
+            if last > p.frontiers[0]:
+                p.frontiers[0] = last
+            p.last_ts = last
+        if last > w.frontiers[0]:
+            w.frontiers[0] = last
+        w.last_ts = last
+        return True
+
+    def flush(self, join) -> None:
+        """Hand each fused window the batches held for it, as one batch. A memory budget set on a window since
+        they were read does not apply to them: they reach it as they would have when read, with no eviction
+        (the next batch read evicts, as it would have)."""
+        self.due = None
+        for side in (0, 1):
+            raw = self.raw[side]
+            if not raw:
+                continue
+            self.raw[side] = []
+            if len(raw) == 1:
+                batch = Batch(*raw[0])
+            else:
+                batch = Batch(np.concatenate([r[0] for r in raw]), np.concatenate([r[1] for r in raw]),
+                              [np.concatenate([r[2][j] for r in raw]) for j in range(len(raw[0][2]))])
+            store = join.windows[side].store
+            budget = store.memory
+            store.memory = None
+            try:
+                join.feed_window(side, batch, picked=True)
+            finally:
+                store.memory = budget
 
     @staticmethod
     def fits(join) -> bool:
@@ -156,7 +221,9 @@ class TumblingEpochs:
 
     def leave(self, join) -> None:
         """Put the rows held into the join's indexes, entered at the window end they entered at, as if the
-        general path had applied them: from here on it takes over."""
+        general path had applied them, and hand the windows the batches held back: from here on it takes
+        over."""
+        self.flush(join)
         for side in (0, 1):
             if self.rows[side]:
                 b = concat([r for r, _ in self.rows[side]])

@@ -1,0 +1,126 @@
+"""An insert-only join input (``AppendIndexSynopsis``) whose key index is a Python dict while the join's
+releases stay small (issue 15: NEXMark q3 releases a dozen auctions and a dozen people per push of 1,000 events).
+
+The array index finds and adds a release's rows with a fixed number of numpy calls (about a hundred per release
+of q3's join with the pairs' merge: slot lookups, a sort of the new rows' slots, block moves), each costing about
+a microsecond whatever the number of rows: q3's join took 115 us a run for about twenty rows. A dict from key code to row number (or to a list of row
+numbers, for a key held more than once) finds and adds each row with one or two dict operations, about a tenth
+of a microsecond each, so below a few hundred rows per release it is the cheaper index by far. The columns are
+held as before (``ColumnSegments``, shared by both forms), so rows are numbered the same way in both.
+
+The dict form lasts while the join's releases are small and its rows few (the limits are in
+``dsms/operators/append_small.py``, which applies those releases); the first release over them, or any caller
+that needs the array form (``find``, ``counts``, ``cover``, ``append``: the join's general release, its exact
+pair count against a low budget), moves the keys into the arrays (``to_arrays``, one append of every row held)
+for good. Either form answers the same.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from synopses.append_index import AppendIndexSynopsis
+from synopses.key_slots import KeySlots
+
+
+class SmallAppendIndexSynopsis(AppendIndexSynopsis):
+    """An ``AppendIndexSynopsis`` whose keys sit in ``keys`` (code -> row number, or list of row numbers in
+    arrival order) until ``to_arrays``; ``keys`` is None from then on.
+
+    >>> ix = SmallAppendIndexSynopsis(KeySlots())
+    >>> ix.add_small([np.array([7, 8, 7])], [10, 20, 10]); ix.keys, ix.most, ix.key_count()
+    ({10: [0, 2], 20: 1}, 2, 2)
+    >>> ix.to_arrays(); p, rows = ix.find(ix.slots.of(np.array([10, 30])))
+    >>> sorted(rows.tolist()), ix.gather(rows)[0].tolist(), ix.keys
+    ([0, 2], [7, 7], None)
+    """
+
+    def __init__(self, slots: KeySlots) -> None:
+        super().__init__(slots)
+        self.keys: dict[int, int | list[int]] | None = {}
+        self.listed = 0              # keys held more than once (their rows in a list)
+
+    def nbytes(self) -> int:
+        """The arrays and columns, plus the dict's table, its int objects (a key code and a row number per
+        row, about 32 bytes each) and its lists (about 64 bytes each plus a pointer per row)."""
+        total = super().nbytes()
+        d = self.keys
+        if d is not None:
+            total += sys.getsizeof(d) + 32 * (len(d) + self.n) + 64 * self.listed + 8 * (self.n - len(d))
+        return total
+
+    def add_small(self, cols: list[np.ndarray], codes: list[int]) -> None:
+        """Add a release's rows (their columns, their key codes as Python ints) to the dict form."""
+        d = self.keys
+        r = self.n
+        most = self.most
+        new = 0
+        for k in codes:
+            v = d.get(k)
+            if v is None:
+                d[k] = r
+                new += 1
+                if not most:
+                    most = 1
+            elif type(v) is int:
+                d[k] = [v, r]
+                self.listed += 1
+                if most < 2:
+                    most = 2
+            else:
+                v.append(r)
+                if len(v) > most:
+                    most = len(v)
+            r += 1
+        self.cols.append(cols, len(codes))
+        self.n = r
+        self.most = most
+        self.keys_held += new
+
+    def to_arrays(self) -> None:
+        """Move the keys from the dict into the arrays (for good): every row held appended at once, its columns
+        kept where they are."""
+        d = self.keys
+        if d is None:
+            return
+        ks: list[int] = []
+        rs: list[int] = []
+        for k, v in d.items():
+            if type(v) is int:
+                ks.append(k)
+                rs.append(v)
+            else:
+                ks.extend([k] * len(v))
+                rs.extend(v)
+        codes = np.empty(self.n, dtype=np.int64)
+        codes[np.array(rs, dtype=np.int64)] = np.array(ks, dtype=np.int64)
+        slots = self.slots.of(codes)
+        cols = self.cols
+        AppendIndexSynopsis.__init__(self, self.slots)      # the array form, empty (entity state is kept)
+        self.keys, self.listed = None, 0
+        AppendIndexSynopsis.append(self, [], slots)         # keys only: the columns are those held
+        self.cols = cols
+
+    # the array form's entry points: the keys move there first
+
+    def append(self, cols: list[np.ndarray], slots: np.ndarray) -> int:
+        if self.keys is not None:
+            self.to_arrays()
+        return super().append(cols, slots)
+
+    def cover(self, slots: int) -> None:
+        if self.keys is not None:
+            self.to_arrays()
+        super().cover(slots)
+
+    def find(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.keys is not None:
+            self.to_arrays()
+        return super().find(slots)
+
+    def counts(self, codes: np.ndarray) -> np.ndarray:
+        if self.keys is not None:
+            self.to_arrays()
+        return super().counts(codes)
