@@ -19,7 +19,7 @@ from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.allocator import keep_freed_memory
 from dsms.approx import Approx, combine
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows, insert_signs
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, filler, from_rows, insert_signs
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -28,6 +28,7 @@ from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError
 from dsms.load_shedder import LoadShedder
 from dsms.memory_governor import MemoryGovernor
 from dsms.operators.base import Operator
+from dsms.operators.columns_read import unread_columns
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
 from dsms.plan.binder import Binder
@@ -170,6 +171,10 @@ class Source:
         self.version = 0                             # relations only: bumped by every applied change
         self.elements_in = 0
         self.first_ts: int | None = None       # the first timestamp it received (the load shedder's origin)
+        #: streams only: positions of the columns no reader of the queue reads (``Engine._input_batch``), as
+        #: of ``unread_key`` (the plan's generation and the queue's readers)
+        self.unread: tuple[int, ...] = ()
+        self.unread_key: tuple | None = None
 
 
 @dataclass
@@ -221,6 +226,7 @@ class Engine:
         self.governor = self.registry.add(MemoryGovernor(self), id=self.GOVERNOR_ID)
         self._approx_sources: dict[str, list] = {}     # per query: its entities that define approximation()
         self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
+        self._plan_gen = 0                        # bumped by every plan change (``Source.unread_key``)
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -544,6 +550,7 @@ class Engine:
         self.query(query_id).weight = float(weight)
 
     def _plan_changed(self) -> None:
+        self._plan_gen += 1
         self._approx_sources = {}
         self._run_cache = None
         self.shedder.plan_changed()
@@ -699,7 +706,7 @@ class Engine:
             return 0
         self._advance(src, ts_arr)
         if src.queue.has_readers():
-            src.queue.put(Batch(ts_arr, insert_signs(n), cols))
+            src.queue.put(self._input_batch(src, ts_arr, cols, n))
         else:                                     # validated all the same, but no batch is built for nobody
             src.queue.put_unread(n, src.frontier)
         return n
@@ -727,8 +734,34 @@ class Engine:
             raise InputError(f"timestamp {int(batch.ts[0])} is below what '{src.obj.name}' has already passed "
                              f"({src.frontier})", index=0)
         self._advance(src, batch.ts)
-        src.queue.put(batch)
+        if src.queue.has_readers():
+            src.queue.put(self._input_batch(src, batch.ts, list(batch.cols), len(batch), batch.sign))
+        else:
+            src.queue.put_unread(len(batch), src.frontier)
         return len(batch)
+
+    def _input_batch(self, src: Source, ts: np.ndarray, cols: list[np.ndarray], n: int,
+                     sign: np.ndarray | None = None) -> Batch:
+        """The batch a stream's accepted rows go into its queue as (``cols``: a list of the caller's own, which
+        this may change): a column that no reader of the queue reads (``columns_read``) is replaced by a
+        ``filler`` of no bytes, so that it is neither counted nor kept (issue 15: the per-row cost of a
+        stateless plan does not depend on the columns it does not read). A reader attached later starts after
+        this batch (``Queue.reader``), so it never sees a filler."""
+        q = src.queue
+        key = (self._plan_gen, *map(id, q._readers))
+        if src.unread_key != key:
+            src.unread = unread_columns(q, self.ops, len(src.dtypes))
+            src.unread_key = key
+        b = Batch(ts, insert_signs(n) if sign is None else sign, cols)
+        unread = src.unread
+        if unread:
+            known: list[int | None] = [None] * len(cols)
+            dtypes = src.dtypes
+            for j in unread:
+                cols[j] = filler(dtypes[j], n)
+                known[j] = 0
+            b.col_bytes = known
+        return b
 
     def _advance(self, src: Source, ts: np.ndarray) -> None:
         """A stream's bookkeeping for accepted elements (``ts``: theirs, checked, not empty)."""
