@@ -948,15 +948,29 @@ class Engine:
         the policy: every operator is correct under any order of runs."""
         started = perf_counter()
         steps = 0
-        policy = self.policy
-        budget = self.config["batch_budget"]
         ops, feeds, where = self._run_plan()
         waiting = [op.ready() for op in ops]
+        if True in waiting:                    # else nothing to run: no pick, no step (issue 15: a cycle's end)
+            steps = self._steps(ops, feeds, where, waiting, max_steps, deadline)
+        if max_steps is None and deadline is None and self.governor.armed():
+            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
+        self.busy_seconds += perf_counter() - started
+        return steps
+
+    def _steps(self, ops: list[Operator], feeds: list[list[int]], where: dict[int, int], waiting: list[bool],
+               max_steps: int | None, deadline: float | None) -> int:
+        """``run``'s loop: operator runs until none is ready (``waiting`` and its output not full), or the
+        step limit or the deadline; returns the runs made."""
+        steps = 0
+        policy = self.policy
+        budget = self.config["batch_budget"]
         if policy is not None:
             pick, budget_of, on_ran = policy.pick, policy.budget, policy.on_ran
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
-            ready = [op for op in compress(ops, waiting) if not op.output.full()]
+            # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
+            ready = [op for op in compress(ops, waiting)
+                     if (cap := op.output._knob_capacity) is None or op.output.tuples < cap]
             if not ready:
                 break
             if policy is None:
@@ -976,9 +990,6 @@ class Engine:
                 waiting[j] = ops[j].ready()
             if deadline is not None and perf_counter() >= deadline:
                 break
-        if max_steps is None and deadline is None and self.governor.armed():
-            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
-        self.busy_seconds += perf_counter() - started
         return steps
 
     @staticmethod
@@ -994,10 +1005,12 @@ class Engine:
     def _run_plan(self) -> tuple[list[Operator], list[list[int]], dict[int, int]]:
         """The operators ``run`` schedules (a window fused into a join runs inside it), for each the positions
         of the operators reading its output, and each one's position; kept until the plan changes."""
-        key = tuple(map(id, self.ops))        # besides _plan_changed: a plan edited without telling it
         cached = self._run_cache
-        if cached is not None and cached[0] == key:
+        # besides _plan_changed: a plan edited without telling it. A list compares item by item, identity
+        # first: the copy's items are the operators themselves (no id of a freed one reused)
+        if cached is not None and cached[0] == self.ops:
             return cached[1]
+        key = list(self.ops)
         ops = [op for op in self.ops if op.fused is None]
         where = {id(op): i for i, op in enumerate(ops)}
         readers: dict[int, list[int]] = {}
