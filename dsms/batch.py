@@ -149,14 +149,20 @@ def filler(dtype: np.dtype, n: int) -> np.ndarray:
     >>> f.tolist(), f.flags.writeable, filler(np.dtype(np.int64), 70_000).strides
     ([None, None, None], False, (0,))
     """
+    base = filler_buffer(dtype)
+    if n <= len(base):
+        return base[:n]
+    return np.broadcast_to(base[:1], (n,))
+
+
+def filler_buffer(dtype: np.dtype) -> np.ndarray:
+    """The constant buffer (65,536 values) whose views ``filler`` gives for ``dtype``."""
     base = _FILLERS.get(dtype)
     if base is None:
         base = np.zeros(1 << 16, dtype=dtype) if dtype.kind != "O" else np.full(1 << 16, None, dtype=object)
         base.flags.writeable = False
         _FILLERS[dtype] = base
-    if n <= len(base):
-        return base[:n]
-    return np.broadcast_to(base[:1], (n,))
+    return base
 
 
 _FILLERS: dict[np.dtype, np.ndarray] = {}

@@ -19,7 +19,7 @@ from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.allocator import keep_freed_memory
 from dsms.approx import Approx, combine
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat, filler, from_rows, insert_signs
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, filler_buffer, from_rows, insert_signs
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -172,9 +172,11 @@ class Source:
         self.elements_in = 0
         self.first_ts: int | None = None       # the first timestamp it received (the load shedder's origin)
         #: streams only: positions of the columns no reader of the queue reads (``Engine._input_batch``), as
-        #: of ``unread_key`` (the plan's generation and the queue's readers)
-        self.unread: tuple[int, ...] = ()
-        self.unread_key: tuple | None = None
+        #: of ``unread_gen`` and ``unread_readers`` (the plan's generation and the queue's readers)
+        self.unread: list[tuple[int, np.ndarray]] = []       # (position, the buffer its fillers are views of)
+        self.unread_known: list[int | None] = []             # the batch's col_bytes: 0 for a filler
+        self.unread_gen = -1
+        self.unread_readers: list = []
 
 
 @dataclass
@@ -748,19 +750,17 @@ class Engine:
         stateless plan does not depend on the columns it does not read). A reader attached later starts after
         this batch (``Queue.reader``), so it never sees a filler."""
         q = src.queue
-        key = (self._plan_gen, *map(id, q._readers))
-        if src.unread_key != key:
-            src.unread = unread_columns(q, self.ops, len(src.dtypes))
-            src.unread_key = key
+        if src.unread_gen != self._plan_gen or src.unread_readers != q._readers:    # identity first, per item
+            unread = unread_columns(q, self.ops, len(src.dtypes))
+            src.unread = [(j, filler_buffer(src.dtypes[j])) for j in unread]
+            src.unread_known = [0 if j in unread else None for j in range(len(src.dtypes))]
+            src.unread_gen, src.unread_readers = self._plan_gen, list(q._readers)
         b = Batch(ts, insert_signs(n) if sign is None else sign, cols)
         unread = src.unread
         if unread:
-            known: list[int | None] = [None] * len(cols)
-            dtypes = src.dtypes
-            for j in unread:
-                cols[j] = filler(dtypes[j], n)
-                known[j] = 0
-            b.col_bytes = known
+            for j, base in unread:       # ``filler``, inlined
+                cols[j] = base[:n] if n <= len(base) else np.broadcast_to(base[:1], (n,))
+            b.col_bytes = list(src.unread_known)
         return b
 
     def _advance(self, src: Source, ts: np.ndarray) -> None:
