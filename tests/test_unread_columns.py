@@ -167,3 +167,26 @@ def test_a_query_registered_later_reads_real_values() -> None:
     want_narrow = [(int(t), {"a": r["a"], "s": r["s"]}) for _, cols, ts in pushes
                    for t, r in zip(ts.tolist(), _rows(cols)) if r["b"] > 0.5]
     assert [(e.ts, e.row) for e in narrow.drain()] == want_narrow
+
+
+@pytest.mark.parametrize("query", ["SELECT * FROM S WHERE b > 0.5", "SELECT ISTREAM(a, COUNT(*) AS n) FROM S [RANGE 5] "
+                                   "GROUP BY a", "SELECT a, s FROM S WHERE b > 0.5 UNION ALL SELECT a, e FROM S"])
+def test_a_reader_that_may_read_every_column_gets_them_all(query: str) -> None:
+    """A selection keeping every column, an operator of another kind (here the pushed projection below the
+    window reads only ``a``, but a projection's reads are narrowed only for the columns it names), a union:
+    the queued batch holds exactly the caller's arrays for every column any reader reads, fillers only
+    for the others, and the results still match the reference."""
+    eng = _check([query], 8)
+    name, cols, ts = next(p for p in _pushes(9, 3) if p[0] == "S")
+    eng.push("S", dict(cols), ts + 10_000)
+    (b,) = _source_batches(eng, "S")[-1:]
+    from dsms.operators.columns_read import columns_read
+    read = set()
+    for op in eng.ops:
+        for side, r in enumerate(op.readers):
+            if r.queue is eng.source_queue("S"):
+                got = columns_read(op, side)
+                read |= set(range(6)) if got is None else got
+    assert read, "some operator reads S"
+    for j, (c, _) in enumerate(SCHEMAS["S"]):
+        assert (b.cols[j] is cols[c]) == (j in read), (j, c, read)

@@ -20,11 +20,14 @@ from dsms.operators.select import SelectOp
 _POSITION = re.compile(r"\$(\d+)")
 
 
-def _positions(keys: Iterable[str]) -> set[int] | None:
-    """The column positions of an expression's batch keys (``$0``, ``$3``), or None when a key is not one."""
+def _positions(keys: Iterable[str] | None) -> set[int] | None:
+    """The column positions of an expression's batch keys (``$0``, ``$3``), or None when a key is not one (or
+    the expression does not say which it reads)."""
+    if keys is None:
+        return None
     out = set()
     for k in keys:
-        m = _POSITION.fullmatch(k)
+        m = _POSITION.fullmatch(k) if isinstance(k, str) else None
         if m is None:
             return None
         out.add(int(m.group(1)))
@@ -38,7 +41,7 @@ def _exprs_read(exprs) -> set[int] | None:
         if isinstance(e, int):
             out.add(e)
         else:
-            got = _positions(e.columns)
+            got = _positions(getattr(e, "columns", None))
             if got is None:
                 return None
             out |= got
@@ -52,7 +55,7 @@ def columns_read(op, side: int) -> set[int] | None:
     if t is SelectOp:
         if op.columns is None:
             return None
-        got = _positions(op.predicate.columns)
+        got = _positions(getattr(op.predicate, "columns", None))
         return None if got is None else got | set(op.columns)
     if t is ProjectOp:
         return _exprs_read(op.exprs)
