@@ -228,7 +228,7 @@ class Engine:
         self.governor = self.registry.add(MemoryGovernor(self), id=self.GOVERNOR_ID)
         self._approx_sources: dict[str, list] = {}     # per query: its entities that define approximation()
         self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
-        self._plan_gen = 0                        # bumped by every plan change (``Source.unread_key``)
+        self._plan_gen = 0                        # bumped by every plan change (``Source.unread_gen``)
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
