@@ -139,6 +139,35 @@ _ONES = np.ones(1 << 16, dtype=np.int8)
 _ONES.flags.writeable = False
 
 
+def filler(dtype: np.dtype, n: int) -> np.ndarray:
+    """``n`` zeros (None for an object dtype) of ``dtype``, read-only, holding no memory of their own: a
+    view of one constant buffer (0.1-0.2 us), or a zero-stride broadcast beyond its length. What an input
+    batch carries in place of a column no reader of its queue reads (``Engine.push``), so that the column
+    is neither counted nor kept; its byte count is 0.
+
+    >>> f = filler(np.dtype(object), 3)
+    >>> f.tolist(), f.flags.writeable, filler(np.dtype(np.int64), 70_000).strides
+    ([None, None, None], False, (0,))
+    """
+    base = filler_buffer(dtype)
+    if n <= len(base):
+        return base[:n]
+    return np.broadcast_to(base[:1], (n,))
+
+
+def filler_buffer(dtype: np.dtype) -> np.ndarray:
+    """The constant buffer (65,536 values) whose views ``filler`` gives for ``dtype``."""
+    base = _FILLERS.get(dtype)
+    if base is None:
+        base = np.zeros(1 << 16, dtype=dtype) if dtype.kind != "O" else np.full(1 << 16, None, dtype=object)
+        base.flags.writeable = False
+        _FILLERS[dtype] = base
+    return base
+
+
+_FILLERS: dict[np.dtype, np.ndarray] = {}
+
+
 NAN = float("nan")
 STR_SAMPLE = 32      # strings looked at to estimate a string column's bytes (Batch.nbytes)
 

@@ -19,7 +19,7 @@ from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.allocator import keep_freed_memory
 from dsms.approx import Approx, combine
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat, from_rows, insert_signs
+from dsms.batch import ApproxElement, Batch, Element, Heartbeat, filler_buffer, from_rows, insert_signs
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -28,6 +28,7 @@ from dsms.errors import ConflictError, CQLError, InputError, ResultOverflowError
 from dsms.load_shedder import LoadShedder
 from dsms.memory_governor import MemoryGovernor
 from dsms.operators.base import Operator
+from dsms.operators.columns_read import unread_columns
 from dsms.operators.netting import ChangelogOp
 from dsms.plan import logical as L
 from dsms.plan.binder import Binder
@@ -170,6 +171,12 @@ class Source:
         self.version = 0                             # relations only: bumped by every applied change
         self.elements_in = 0
         self.first_ts: int | None = None       # the first timestamp it received (the load shedder's origin)
+        #: streams only: positions of the columns no reader of the queue reads (``Engine._input_batch``), as
+        #: of ``unread_gen`` and ``unread_readers`` (the plan's generation and the queue's readers)
+        self.unread: list[tuple[int, np.ndarray]] = []       # (position, the buffer its fillers are views of)
+        self.unread_known: list[int | None] = []             # the batch's col_bytes: 0 for a filler
+        self.unread_gen = -1
+        self.unread_readers: list = []
 
 
 @dataclass
@@ -221,6 +228,7 @@ class Engine:
         self.governor = self.registry.add(MemoryGovernor(self), id=self.GOVERNOR_ID)
         self._approx_sources: dict[str, list] = {}     # per query: its entities that define approximation()
         self._run_cache: tuple | None = None      # what ``run`` needs of the plan (``_run_plan``)
+        self._plan_gen = 0                        # bumped by every plan change (``Source.unread_gen``)
         if self.config["policy"] != self.system.policy:
             self.system.set("policy", self.config["policy"])      # validated like any knob write
         else:
@@ -544,6 +552,7 @@ class Engine:
         self.query(query_id).weight = float(weight)
 
     def _plan_changed(self) -> None:
+        self._plan_gen += 1
         self._approx_sources = {}
         self._run_cache = None
         self.shedder.plan_changed()
@@ -699,7 +708,7 @@ class Engine:
             return 0
         self._advance(src, ts_arr)
         if src.queue.has_readers():
-            src.queue.put(Batch(ts_arr, insert_signs(n), cols))
+            src.queue.put(self._input_batch(src, ts_arr, cols, n))
         else:                                     # validated all the same, but no batch is built for nobody
             src.queue.put_unread(n, src.frontier)
         return n
@@ -727,8 +736,32 @@ class Engine:
             raise InputError(f"timestamp {int(batch.ts[0])} is below what '{src.obj.name}' has already passed "
                              f"({src.frontier})", index=0)
         self._advance(src, batch.ts)
-        src.queue.put(batch)
+        if src.queue.has_readers():
+            src.queue.put(self._input_batch(src, batch.ts, list(batch.cols), len(batch), batch.sign))
+        else:
+            src.queue.put_unread(len(batch), src.frontier)
         return len(batch)
+
+    def _input_batch(self, src: Source, ts: np.ndarray, cols: list[np.ndarray], n: int,
+                     sign: np.ndarray | None = None) -> Batch:
+        """The batch a stream's accepted rows go into its queue as (``cols``: a list of the caller's own, which
+        this may change): a column that no reader of the queue reads (``columns_read``) is replaced by a
+        ``filler`` of no bytes, so that it is neither counted nor kept (issue 15: the per-row cost of a
+        stateless plan does not depend on the columns it does not read). A reader attached later starts after
+        this batch (``Queue.reader``), so it never sees a filler."""
+        q = src.queue
+        if src.unread_gen != self._plan_gen or src.unread_readers != q._readers:    # identity first, per item
+            unread = unread_columns(q, self.ops, len(src.dtypes))
+            src.unread = [(j, filler_buffer(src.dtypes[j])) for j in unread]
+            src.unread_known = [0 if j in unread else None for j in range(len(src.dtypes))]
+            src.unread_gen, src.unread_readers = self._plan_gen, list(q._readers)
+        b = Batch(ts, insert_signs(n) if sign is None else sign, cols)
+        unread = src.unread
+        if unread:
+            for j, base in unread:       # ``filler``, inlined
+                cols[j] = base[:n] if n <= len(base) else np.broadcast_to(base[:1], (n,))
+            b.col_bytes = list(src.unread_known)
+        return b
 
     def _advance(self, src: Source, ts: np.ndarray) -> None:
         """A stream's bookkeeping for accepted elements (``ts``: theirs, checked, not empty)."""
@@ -843,10 +876,13 @@ class Engine:
         except (TypeError, ValueError) as e:
             raise InputError(f"heartbeat: {e}") from None
         targets = [self._any_source(name)] if name is not None else self.sources.values()
+        hb = None
         for src in targets:
             if src.frontier is None or ts > src.frontier:
                 src.frontier = ts
-                src.queue.put(Heartbeat(ts))
+                if hb is None:          # one (immutable) heartbeat for every input: 0.35 us a build
+                    hb = Heartbeat(ts)
+                src.queue.put(hb)
 
     def frontier(self, name: str) -> int | None:
         """What input ``name`` has passed: no element below it may arrive (None before anything did)."""
@@ -915,15 +951,29 @@ class Engine:
         the policy: every operator is correct under any order of runs."""
         started = perf_counter()
         steps = 0
-        policy = self.policy
-        budget = self.config["batch_budget"]
         ops, feeds, where = self._run_plan()
         waiting = [op.ready() for op in ops]
+        if True in waiting:                    # else nothing to run: no pick, no step (issue 15: a cycle's end)
+            steps = self._steps(ops, feeds, where, waiting, max_steps, deadline)
+        if max_steps is None and deadline is None and self.governor.armed():
+            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
+        self.busy_seconds += perf_counter() - started
+        return steps
+
+    def _steps(self, ops: list[Operator], feeds: list[list[int]], where: dict[int, int], waiting: list[bool],
+               max_steps: int | None, deadline: float | None) -> int:
+        """``run``'s loop: operator runs until none is ready (``waiting`` and its output not full), or the
+        step limit or the deadline; returns the runs made."""
+        steps = 0
+        policy = self.policy
+        budget = self.config["batch_budget"]
         if policy is not None:
             pick, budget_of, on_ran = policy.pick, policy.budget, policy.on_ran
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
-            ready = [op for op in compress(ops, waiting) if not op.output.full()]
+            # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
+            ready = [op for op in compress(ops, waiting)
+                     if (cap := op.output._knob_capacity) is None or op.output.tuples < cap]
             if not ready:
                 break
             if policy is None:
@@ -943,9 +993,6 @@ class Engine:
                 waiting[j] = ops[j].ready()
             if deadline is not None and perf_counter() >= deadline:
                 break
-        if max_steps is None and deadline is None and self.governor.armed():
-            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
-        self.busy_seconds += perf_counter() - started
         return steps
 
     @staticmethod
@@ -961,10 +1008,12 @@ class Engine:
     def _run_plan(self) -> tuple[list[Operator], list[list[int]], dict[int, int]]:
         """The operators ``run`` schedules (a window fused into a join runs inside it), for each the positions
         of the operators reading its output, and each one's position; kept until the plan changes."""
-        key = tuple(map(id, self.ops))        # besides _plan_changed: a plan edited without telling it
         cached = self._run_cache
-        if cached is not None and cached[0] == key:
+        # besides _plan_changed: a plan edited without telling it. A list compares item by item, identity
+        # first: the copy's items are the operators themselves (no id of a freed one reused)
+        if cached is not None and cached[0] == self.ops:
             return cached[1]
+        key = list(self.ops)
         ops = [op for op in self.ops if op.fused is None]
         where = {id(op): i for i, op in enumerate(ops)}
         readers: dict[int, list[int]] = {}
