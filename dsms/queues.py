@@ -132,17 +132,23 @@ class QueueReader:
 
     def get(self) -> Item | None:
         q = self.queue
+        items = q._items
         i = self.pos - q._base
-        if i >= len(q._items):
+        if i >= len(items):
             return None
-        item = q._items[i]
+        item = items[i]
         self.pos += 1
         if i == 0:
-            if len(q._readers) == 1 and q._readers[0] is self:    # _trim inlined: the item was the oldest
-                q._items.popleft()
+            readers = q._readers
+            if len(readers) == 1 and readers[0] is self:    # _trim inlined: the item was the oldest
+                items.popleft()
                 q._base += 1
-                q.bytes -= item.nbytes
-                q.tuples -= len(item)
+                if type(item) is Batch:                     # its byte count was taken when it was put
+                    nb = item._nbytes
+                    q.bytes -= item.nbytes if nb is None else nb
+                    q.tuples -= len(item.ts)
+                else:
+                    q.bytes -= item.nbytes
             else:
                 q._trim()
         if self.shed is not None:
