@@ -9,7 +9,10 @@ A compiled expression is a tree of closures ``fn(cols, n) -> array``; each node 
 at compile time, and at run time does one numpy operation per node over the whole batch. Strings (STRING is a
 numpy object array of Python ``str``) go through a comprehension where numpy has no vectorised form (LOWER,
 UPPER, LENGTH, ``||``); LIKE is matched by :mod:`dsms.expr.like`, in time linear in the string. Sub-trees
-that read no column are folded to a constant at compile time.
+that read no column are folded to a constant at compile time. An operator on a small batch pays for every
+Python and numpy call as much as for the rows (issue 15), so a node's kernel is one closure with its constants
+bound, and skips ``np.errstate`` where numpy cannot warn (``_lean``, ``_lean_arith``); ``x % d = 0`` and a
+STRING compared with several constants have kernels of their own (``_divisibility``, ``_membership``).
 
 Typing and run-time choices (dsms has no NULL, and a stream engine cannot stop on one bad row):
 

@@ -178,7 +178,7 @@ class RangeWindowOp(Operator):
                 self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
             else:
                 self.pending_del.append(dele)
-        if self.fused is None or self.store.memory is not None:
+        if self.fused is None or self.store._knob_memory is not None:
             # fused, the join releases once its run has read its input; but a window over its memory budget
             # evicts as each batch arrives, fused or not (evictions depend on when the budget is checked)
             self.on_frontier(self.frontier())
@@ -246,7 +246,7 @@ class RangeWindowOp(Operator):
         eviction happens at the frontier; one set later is stamped at what was promised (``_evict_to_budget``).
         """
         s = self.slide
-        if s == 1 or f <= NEG_INF or self.store.memory is not None:
+        if s == 1 or f <= NEG_INF or self.store._knob_memory is not None:     # the knob's value (every run)
             return f
         c = max(f, min(-(-f // s) * s, MAX_TS))
         if c > self.promised:
