@@ -115,7 +115,7 @@ class Operator(Entity):
         frontiers = self.frontiers
         k = len(readers)
         done = 0
-        beat = None                         # the last heartbeat that advanced the frontier (forwarded as is)
+        beat = None                         # the last heartbeat read (forwarded as is if it is the frontier)
         if k == 1:                          # the common case, without the round robin below
             r = readers[0]
             while done < budget and rows_in < ROWS_PER_RUN:
@@ -131,11 +131,12 @@ class Operator(Entity):
                         frontiers[0] = last
                     self.last_ts = last
                     self.on_batch(0, item)
-                elif item.ts > frontiers[0]:
-                    frontiers[0] = item.ts
+                else:
                     beat = item
-                    if not self._hb_noop:
-                        self.on_heartbeat(0)
+                    if item.ts > frontiers[0]:
+                        frontiers[0] = item.ts
+                        if not self._hb_noop:
+                            self.on_heartbeat(0)
         while k > 1 and done < budget and rows_in < ROWS_PER_RUN:
             progressed = False
             self._start = start = (self._start + 1) % k        # no input starves another

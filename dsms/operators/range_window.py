@@ -152,9 +152,11 @@ class RangeWindowOp(Operator):
             # one end for all
             s = self.slide
             first, last = -(-int(ts[0]) // s) * s, -(-int(ts[-1]) // s) * s
-            if first == last:
-                ins_t = np.full(len(ts), first, dtype=np.int64)
-                del_t = np.full(len(ts), first + size, dtype=np.int64)
+            if first == last:                 # np.empty + fill: np.full is a Python function around them
+                ins_t = np.empty(len(ts), dtype=np.int64)
+                ins_t.fill(first)
+                del_t = np.empty(len(ts), dtype=np.int64)
+                del_t.fill(first + size)
             else:
                 ins_t = _ceil_to(ts, s)
                 del_t = ins_t + size
@@ -170,9 +172,9 @@ class RangeWindowOp(Operator):
             else:
                 ins = Batch(ins_t[keep], batch.sign[keep], [c[keep] for c in batch.cols])
                 dele = Batch(del_t[keep], -batch.sign[keep], [c[keep] for c in batch.cols])
-        if len(ins):
+        if len(ins.ts):
             self.pending_ins.append(ins)
-            if self.pending_del and len(dele) and dele.ts[0] < self.pending_del[-1].ts[-1]:
+            if self.pending_del and len(dele.ts) and dele.ts[0] < self.pending_del[-1].ts[-1]:
                 self.pending_del[:] = [merge_by_ts([*self.pending_del, dele])]    # after a size change
             elif not isinstance(size, int) and not np.all(np.diff(dele.ts) >= 0):    # sizes differ
                 self.pending_del.append(dele.take(np.argsort(dele.ts, kind="stable")))
