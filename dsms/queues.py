@@ -93,6 +93,9 @@ class Queue(Entity):
             low = self._base + len(self._items)
         elif len(readers) == 1:
             low = readers[0].pos
+        elif len(readers) == 2:             # a stream read by two operators (NEXMark q7's Bid): no generator
+            a, b = readers[0].pos, readers[1].pos
+            low = a if a < b else b
         else:
             low = min(r.pos for r in readers)
         items = self._items
@@ -100,7 +103,7 @@ class Queue(Entity):
             item = items.popleft()
             self._base += 1
             self.bytes -= item.nbytes
-            self.tuples -= len(item)
+            self.tuples -= len(item.ts) if type(item) is Batch else len(item)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -149,6 +152,7 @@ class QueueReader:
                     q.tuples -= len(item.ts)
                 else:
                     q.bytes -= item.nbytes
+                    q.tuples -= len(item)
             else:
                 q._trim()
         if self.shed is not None:

@@ -118,3 +118,34 @@ def test_no_op_hooks_are_skipped_only_where_the_class_keeps_them() -> None:
     assert not ToStreamOp._frontier_noop and ToStreamOp._forward_plain
     assert not RangeWindowOp._frontier_noop and not RangeWindowOp._forward_plain
     assert Operator._frontier_noop
+
+
+@pytest.mark.parametrize("readers", [1, 2, 3])
+def test_queue_counts_what_its_slowest_reader_has_not_read(readers: int) -> None:
+    """``tuples`` and ``bytes`` of a queue with one, two or three readers reading at different paces: the rows
+    and bytes of the items some reader has not read yet, down to zero once all have read everything."""
+    import numpy as np
+
+    from dsms.batch import Batch
+    from dsms.queues import Queue
+
+    q = Queue()
+    rs = [q.reader() for _ in range(readers)]
+    items = []
+    for t in range(1, 9):
+        b = Batch(np.arange(t, dtype=np.int64) + 10 * t, np.ones(t, dtype=np.int8),
+                  [np.array(["x" * t] * t, dtype=object)])
+        items += [b, Heartbeat(10 * t + 9)]
+    for it in items:
+        q.put(it)
+    rng = random.Random(readers)
+    pos = [0] * readers
+    while min(pos) < len(items):
+        j = rng.randrange(readers)
+        if pos[j] < len(items):
+            assert rs[j].get() is items[pos[j]]
+            pos[j] += 1
+        held = items[min(pos):]
+        assert q.tuples == sum(len(it) for it in held)
+        assert q.bytes == sum(it.nbytes for it in held)
+    assert (q.tuples, q.bytes, len(q)) == (0, 0, 0)
