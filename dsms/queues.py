@@ -93,6 +93,9 @@ class Queue(Entity):
             low = self._base + len(self._items)
         elif len(readers) == 1:
             low = readers[0].pos
+        elif len(readers) == 2:             # a stream read by two operators (NEXMark q7's Bid): no generator
+            a, b = readers[0].pos, readers[1].pos
+            low = a if a < b else b
         else:
             low = min(r.pos for r in readers)
         items = self._items
@@ -100,7 +103,7 @@ class Queue(Entity):
             item = items.popleft()
             self._base += 1
             self.bytes -= item.nbytes
-            self.tuples -= len(item)
+            self.tuples -= len(item.ts) if type(item) is Batch else len(item)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -132,17 +135,24 @@ class QueueReader:
 
     def get(self) -> Item | None:
         q = self.queue
+        items = q._items
         i = self.pos - q._base
-        if i >= len(q._items):
+        if i >= len(items):
             return None
-        item = q._items[i]
+        item = items[i]
         self.pos += 1
         if i == 0:
-            if len(q._readers) == 1 and q._readers[0] is self:    # _trim inlined: the item was the oldest
-                q._items.popleft()
+            readers = q._readers
+            if len(readers) == 1 and readers[0] is self:    # _trim inlined: the item was the oldest
+                items.popleft()
                 q._base += 1
-                q.bytes -= item.nbytes
-                q.tuples -= len(item)
+                if type(item) is Batch:                     # its byte count was taken when it was put
+                    nb = item._nbytes
+                    q.bytes -= item.nbytes if nb is None else nb
+                    q.tuples -= len(item.ts)
+                else:
+                    q.bytes -= item.nbytes
+                    q.tuples -= len(item)
             else:
                 q._trim()
         if self.shed is not None:

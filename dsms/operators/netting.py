@@ -90,6 +90,8 @@ class NettingOperator(Operator):
     def on_frontier(self, f: int) -> None:
         """Release every instant below the frontier. Only the released batches are touched (the pending ones
         stay as they came), so a frontier costs in proportion to the instants it makes final."""
+        if not self.buffer and not self.tick_times:
+            return                          # nothing pending (an eager ISTREAM's every run)
         ready = None
         if self.buffer and self.buffer[0].ts[0] < f:
             done = take_until(self.buffer, f - 1)
@@ -242,7 +244,7 @@ class ToStreamOp(NettingOperator):
             out.sign = np.ones(len(out), dtype=np.int8)
             self.emit(out)
         elif self.eager and i == 0:
-            self.emit(batch)
+            self.output.put(batch)          # not ``emit``: a batch read from a queue has rows
         elif self.drop_all and i == 0:
             return
         else:

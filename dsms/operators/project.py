@@ -5,11 +5,9 @@ Source: digest-004 R-PLAN-04 (duplicate-preserving projection has no synopsis).
 
 from __future__ import annotations
 
-import numpy as np
-
 from dsms.batch import Batch
 from dsms.expr.compile import CompiledExpr
-from dsms.operators.base import Operator, colmap
+from dsms.operators.base import Operator, column_reader
 from dsms.queues import Queue
 
 
@@ -23,20 +21,20 @@ class ProjectOp(Operator):
         super().__init__([inp], out, f"{label} {note}" if note else label)
         self.exprs = exprs
         self.copied = [e if isinstance(e, int) else None for e in exprs]    # input column of a plain copy
+        # decided once, not per batch: the map of only the columns the expressions read (None: all copies)
+        computed = [e for e in exprs if not isinstance(e, int)]
+        self._read = column_reader(frozenset().union(*(e.columns for e in computed))) if computed else None
 
     def on_batch(self, i: int, batch: Batch) -> None:
-        n = len(batch)
-        cm = None
-        cols: list[np.ndarray] = []
-        for e in self.exprs:
-            if isinstance(e, int):
-                cols.append(batch.cols[e])
-            else:
-                if cm is None:
-                    cm = colmap(batch)
-                cols.append(e(cm, n))
+        src = batch.cols
+        read = self._read
+        if read is None:
+            cols = [src[j] for j in self.copied]
+        else:
+            cm, n = read(src), len(batch.ts)
+            cols = [e(cm, n) if j is None else src[j] for e, j in zip(self.exprs, self.copied)]
         out = Batch(batch.ts, batch.sign, cols)
         known = batch.col_bytes
         if known is not None:                # the copied columns' byte counts come along (Batch.nbytes)
             out.col_bytes = [None if j is None else known[j] for j in self.copied]
-        self.emit(out)
+        self.output.put(out)                 # not ``emit``: a batch read from a queue has rows

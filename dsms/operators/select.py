@@ -12,7 +12,7 @@ import numpy as np
 
 from dsms.batch import Batch
 from dsms.expr.compile import CompiledExpr
-from dsms.operators.base import Operator, colmap
+from dsms.operators.base import Operator, column_reader
 from dsms.queues import Queue
 
 
@@ -42,18 +42,19 @@ class SelectOp(Operator):
         self.predicate = predicate
         self.condition = condition
         self.columns = columns
+        self._read = column_reader(predicate.columns)      # the map of only the columns the predicate reads
 
     def on_batch(self, i: int, batch: Batch) -> None:
-        n = len(batch)
-        mask = self.predicate(colmap(batch), n)
+        n = len(batch.ts)
+        mask = self.predicate(self._read(batch.cols), n)
         # one pass (``mask.all()`` was another); the method, as ``np.flatnonzero`` adds two Python wrappers
         keep = mask.nonzero()[0] if type(mask) is np.ndarray and mask.ndim == 1 else np.flatnonzero(mask)
         columns = self.columns
         if columns is None:
             if len(keep) == n:
-                self.emit(batch)
+                self.output.put(batch)
             elif len(keep):
-                self.emit(batch.take(keep))
+                self.output.put(batch.take(keep))
             return
         if not len(keep):
             return
@@ -65,4 +66,4 @@ class SelectOp(Operator):
                 out.col_bytes = [known[c] for c in columns]
         else:
             out = Batch(batch.ts[keep], batch.sign[keep], [cols[c][keep] for c in columns])
-        self.emit(out)
+        self.output.put(out)           # not ``emit``: ``out`` has rows
