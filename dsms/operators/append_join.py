@@ -13,9 +13,10 @@ instants: the new row's for a pair with an old row (every held row entered at or
 later of the two for a pair of new rows. Pairs come out in time order (sorted only when a pair of new rows
 breaks the order of the probes).
 
-The join's other predicate (a band such as ``B.dateTime BETWEEN A.dateTime AND A.expires``, when it is part of
-the join) is evaluated on the matched pairs over the columns it reads alone; only the pairs that pass have all
-their columns gathered.
+The join's other predicate (a band such as ``B.dateTime BETWEEN A.dateTime AND A.expires``: the selection just
+above the join, fused into it by the planner, ``L.FilteredJoin``) is evaluated on the matched pairs over the
+columns it reads alone; only the pairs that pass have their columns gathered, and of those only the ones the
+selection kept (``JoinOp.keep``: NEXMark q4 gathers 3 of the 7).
 
 The pairs a release makes are counted exactly before it is applied, from each key's row count on the other
 side and the keys the two released parts share (``fits``), so the join's bounded runs (``PAIR_BUDGET``) cost
@@ -116,9 +117,9 @@ class AppendJoin:
         if not found:
             return
         found = [f.in_time_order() for f in found]
-        width = L.width
+        width, keep = L.width, op.keep
         if len(found) == 1:
-            ts, cols = found[0].ts, found[0].columns(width)
+            ts, cols = found[0].ts, found[0].columns(width, keep)
         else:                                     # two sets in time order each: merged by one search
             a, b = found
             n = len(a.ts) + len(b.ts)
@@ -129,7 +130,7 @@ class AppendJoin:
             ts = np.empty(n, dtype=np.int64)
             ts[at_a], ts[at_b] = a.ts, b.ts
             cols = []
-            for ca, cb in zip(a.columns(width), b.columns(width)):
+            for ca, cb in zip(a.columns(width, keep), b.columns(width, keep)):
                 c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
                 c[at_a], c[at_b] = ca, cb
                 cols.append(c)

@@ -83,9 +83,30 @@ class PhysicalPlanner:
             queue = self._share_narrowed(node, query_id)
             if queue is not None:
                 return queue
+        fused = self._filtered_join(node)
+        if fused is not None:
+            return self._record(node, self.build(fused, query_id), None, query_id, via=fused)
         make = getattr(self, "_" + type(node).__name__)
         queue, op = make(node, query_id)
         return self._record(node, queue, op, query_id)
+
+    def _filtered_join(self, node) -> L.FilteredJoin | None:
+        """The selection ``node`` and the join just below it as one operator (``L.FilteredJoin``), when the
+        join's inputs never delete (its release is ``AppendJoin``'s, which evaluates a predicate on the pairs
+        it finds over the columns the predicate reads, and gathers only the columns kept) and no build of that
+        join exists that another query reads (it is then shared as it is, the selection above it). What it
+        checks: the child is an ``L.Join`` with no predicate of its own, both inputs ``monotone``, not in the
+        memo. EXPLAIN shows one join whose label ends with the predicate and ``[keeps ...]``. Otherwise (None)
+        the selection is built above the join as before."""
+        if not isinstance(node, L.Filter) or not isinstance(node.child, L.Join):
+            return None
+        join = node.child
+        if join.predicate is not None or not join.monotone or join in self.memo:
+            return None
+        return L.FilteredJoin(join, node.predicate, node.keep)
+
+    def _FilteredJoin(self, node: L.FilteredJoin, qid):
+        return self._Join(node.join, qid, node.predicate, node.keep)
 
     def shareable_joins(self) -> list:
         """The joins a query registered now would share (built since the last input arrived, nothing written,
@@ -372,7 +393,8 @@ class PhysicalPlanner:
 
     # ---------------------------------------------------------------- binary
 
-    def _Join(self, node: L.Join, qid):
+    def _Join(self, node: L.Join, qid, predicate=None, keep: tuple[int, ...] | None = None):
+        """The join ``node``; with ``predicate`` and ``keep`` (a ``FilteredJoin``'s), a selection above it too."""
         inputs = {c for c in (node.left, node.right) if isinstance(c, L.Window) and c.wkind == "RANGE"}
         self._joins.append((inputs, set()))
         try:
@@ -381,9 +403,14 @@ class PhysicalPlanner:
         finally:
             self._joins.pop()
         out = self._new_queue()
-        pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
-        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types),
-                    insert_only=node.left.monotone and node.right.monotone)
+        if predicate is None:
+            predicate = node.predicate
+        pred = compile_over(predicate, node.types) if predicate is not None else None
+        if pred is not None and pred.type != "BOOLEAN":
+            raise SchemaError(f"a condition must be BOOLEAN, not {pred.type}")
+        types = node.types if keep is None else tuple(node.types[k] for k in keep)
+        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(types),
+                    insert_only=node.left.monotone and node.right.monotone, keep=keep)
         op.seed_base = self.engine.config["seed"]
         op.fifo_windows = [self._window_below(node.left), self._window_below(node.right)]
         if left is not right:
