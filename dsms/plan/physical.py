@@ -31,7 +31,7 @@ from dsms.operators.set_op import SetOpOp
 from dsms.operators.snapshot import SnapshotOp
 from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.plan import logical as L
-from dsms.plan.binder import type_resolver
+from dsms.plan.binder import conjuncts, type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
@@ -411,6 +411,14 @@ class PhysicalPlanner:
         types = node.types if keep is None else tuple(node.types[k] for k in keep)
         op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(types),
                     insert_only=node.left.monotone and node.right.monotone, keep=keep)
+        if op.append is not None and predicate is not None:
+            lazy = band_bound(predicate, len(node.left.types), node.types)
+            if lazy is not None:
+                side, mine, other = lazy
+                width = len(node.left.types)
+                hi, lo = (mine + width, other) if side else (mine, other + width)
+                op.append.lazy = lazy
+                op.detail += f" [lazy {'LR'[side]} index: ${hi} >= ${lo}]"
         op.seed_base = self.engine.config["seed"]
         op.fifo_windows = [self._window_below(node.left), self._window_below(node.right)]
         if left is not right:
@@ -514,6 +522,41 @@ class PhysicalPlanner:
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
                                 cancel=not _bare_aggregate(node.child))
+
+
+def band_bound(predicate, width: int, types: tuple[str, ...]) -> tuple[int, int, int] | None:
+    """A band's lower bound in a join predicate: a conjunct ``a >= b`` (or ``a > b``, ``b <= a``, ``b < a``,
+    ``a BETWEEN b AND ..``, ``.. BETWEEN .. AND a`` with ``b`` the middle) of two INT or TIMESTAMP columns, ``a`` of one input and ``b`` of the other, as (``a``'s side, ``a``'s
+    column in it, ``b``'s column in the other side); the right input's when both have one (NEXMark's bids:
+    ``B.dateTime >= A.dateTime``). A held row of that side can pair with a new row of the other only if its
+    ``a`` is at least the new row's ``b``: ``AppendJoin.lazy``. None when there is no such conjunct.
+
+    >>> c = lambda i: ast.ColumnRef(f"${i}")
+    >>> band_bound(ast.BinaryOp(">=", c(3), c(1)), 2, ("INT",) * 4), band_bound(ast.BinaryOp("<", c(0), c(2)), 2, ("INT",) * 3)
+    ((1, 1, 1), (1, 0, 0))
+    """
+    found = None
+    parts = []
+    for p in conjuncts(predicate):               # x BETWEEN lo AND hi (not negated): x >= lo and hi >= x
+        if isinstance(p, ast.Between) and not p.negated:
+            parts += [ast.BinaryOp(">=", p.expr, p.low), ast.BinaryOp(">=", p.high, p.expr)]
+        else:
+            parts.append(p)
+    for p in parts:
+        if not (isinstance(p, ast.BinaryOp) and p.op in (">=", ">", "<=", "<")
+                and isinstance(p.left, ast.ColumnRef) and isinstance(p.right, ast.ColumnRef)
+                and p.left.name.startswith("$") and p.right.name.startswith("$")):
+            continue
+        a, b = int(p.left.name[1:]), int(p.right.name[1:])
+        if p.op in ("<=", "<"):
+            a, b = b, a
+        if (a < width) == (b < width) or not {types[a], types[b]} <= {"INT", "TIMESTAMP"}:
+            continue
+        side = int(a >= width)
+        got = (side, a - width * side, b - width * (1 - side))
+        if found is None or side > found[0]:
+            found = got
+    return found
 
 
 def name_columns(op: Operator, node, via=None) -> None:
