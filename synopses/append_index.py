@@ -28,6 +28,7 @@ from synopses.key_slots import KeySlots
 from synopses.sort_order import stable_argsort
 
 _EMPTY = np.empty(0, dtype=np.int64)
+FLUSH_ROWS = 4096        # rows not indexed that one probe may reach by their band values before they are indexed
 
 
 def expand(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +83,11 @@ class AppendIndexSynopsis(Synopsis):
         self.stale = 0                           # entries of blocks left behind when their slot moved
         self.most = 0                            # rows of the slot that holds the most
         self.keys_held = 0
+        # rows held but not indexed yet (``defer``): (first row, key slots, band values) per batch, contiguous
+        # from row ``pending_from``, and each batch's largest band value
+        self.pending: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.pending_from = 0
+        self.pending_max = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.n
@@ -90,26 +96,93 @@ class AppendIndexSynopsis(Synopsis):
         return self.n
 
     def key_count(self) -> int:
+        self.flush()
         return self.keys_held
 
     def nbytes(self) -> int:
         return (self.cols.nbytes() + self.head.nbytes + self.start.nbytes + self.count.nbytes + self.cap.nbytes
-                + self.pool.nbytes)
+                + self.pool.nbytes + self.pending_max.nbytes + sum(p[1].nbytes for p in self.pending))
 
     def most_per_key(self) -> int:
         """The most rows any one key holds: no probe finds more."""
+        self.flush()
         return self.most
 
     # ---------------------------------------------------------------- adding rows
 
     def append(self, cols: list[np.ndarray], slots: np.ndarray) -> int:
         """Add a batch (its columns and its rows' key slots); returns the number of its first row."""
+        self.flush()
         m, r0 = len(slots), self.n
         if not m:
             return r0
         self.cols.append(cols, m)
-        self.cover(self.slots.n)
         self.n = r0 + m
+        self._index(slots, r0)
+        return r0
+
+    def defer(self, cols: list[np.ndarray], slots: np.ndarray, band: np.ndarray) -> None:
+        """Add a batch whose rows are held but not indexed yet (``find_above`` reaches them through ``band``,
+        the integer values of the column a probe's band bound compares with); any other probe, count or
+        statistic indexes them first (``flush``)."""
+        m = len(slots)
+        if not m:
+            return
+        r0 = self.n
+        self.cols.append(cols, m)
+        self.n = r0 + m
+        if not self.pending:
+            self.pending_from = r0
+        self.pending.append((r0, slots, band))
+        k = len(self.pending)
+        if k > len(self.pending_max):
+            self.pending_max = _grow(self.pending_max, k)
+        self.pending_max[k - 1] = int(band.max())
+
+    def flush(self) -> None:
+        """Index the rows held but not indexed yet (in one pass, in arrival order)."""
+        if not self.pending:
+            return
+        slots = self.pending[0][1] if len(self.pending) == 1 else np.concatenate([p[1] for p in self.pending])
+        self.pending = []
+        self._index(slots, self.pending_from)
+
+    def find_above(self, slots: np.ndarray, low: int) -> tuple[np.ndarray, np.ndarray]:
+        """(probe index, row number) of every indexed row whose key is a probe's, and of every row held but
+        not indexed whose band value is at least ``low`` (the others cannot pass the band: the caller's
+        predicate requires band value >= the probe's bound >= ``low``). When many rows not indexed are that
+        high, they are indexed first (``flush``) and this is ``find``."""
+        if not self.pending:
+            return self.find(slots)
+        at = np.flatnonzero(self.pending_max[:len(self.pending)] >= low)
+        rows, keys, total = [], [], 0
+        for i in at.tolist():
+            r0, s, band = self.pending[i]
+            c = np.flatnonzero(band >= low)
+            if len(c):
+                rows.append(c + r0)
+                keys.append(s[c])
+                total += len(c)
+                if total > FLUSH_ROWS + len(slots):
+                    return self.find(slots)
+        p, r = self._find_indexed(slots)
+        if not total:
+            return p, r
+        ck = keys[0] if len(keys) == 1 else np.concatenate(keys)
+        cr = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        order = stable_argsort(slots)
+        ss = slots[order]
+        lo = np.searchsorted(ss, ck, side="left")
+        cnt = np.searchsorted(ss, ck, side="right") - lo
+        ci, pos = expand(lo, cnt)
+        if not len(ci):
+            return p, r
+        return np.concatenate([p, order[pos]]), np.concatenate([r, cr[ci]])
+
+    def _index(self, slots: np.ndarray, r0: int) -> None:
+        """Index rows ``r0 ..`` (their columns are held already) under their key slots."""
+        m = len(slots)
+        self.cover(self.slots.n)
         if m == 1 or (slots[1:] > slots[:-1]).all():
             # distinct keys in ascending order (new ids: auctions, people): one row each, no grouping
             old = self.count[slots]
@@ -118,7 +191,7 @@ class AppendIndexSynopsis(Synopsis):
                 self.head[slots] = np.arange(r0, r0 + m)
                 self.keys_held += m
                 self.most = max(self.most, 1)
-                return r0
+                return
             uniq, size, rows, first = slots, np.ones(m, dtype=np.int64), np.arange(r0, r0 + m), None
         else:
             order = stable_argsort(slots)
@@ -137,7 +210,7 @@ class AppendIndexSynopsis(Synopsis):
         self.most = max(self.most, int((old + size).max()))
         later = size - fresh                              # rows per key that go to its block
         if not later.any():
-            return r0
+            return
         held = np.maximum(old - 1, 0)
         need = held + later
         full = need > self.cap[uniq]
@@ -146,7 +219,7 @@ class AppendIndexSynopsis(Synopsis):
         if first is None:                                 # one row per key: those of keys held before
             k = np.flatnonzero(~fresh)
             self.pool[self.start[uniq[k]] + held[k]] = rows[k]
-            return r0
+            return
         # the sorted rows of a key go to its block from ``held`` on, in order, after its head if it is new:
         # row i of the key starting at ``first`` goes to start + held + (i - first) - fresh
         pos = np.repeat(self.start[uniq] + held - first - fresh, size) + np.arange(m)
@@ -155,7 +228,7 @@ class AppendIndexSynopsis(Synopsis):
             keep[first[f]] = False                        # the heads
             pos, rows = pos[keep], rows[keep]
         self.pool[pos] = rows
-        return r0
+        return
 
     def cover(self, slots: int) -> None:
         """Make the per-slot arrays long enough for ``slots`` slots (the shared table may have handed out slots
@@ -200,6 +273,10 @@ class AppendIndexSynopsis(Synopsis):
 
     def find(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(probe index, row number) of every held row whose key is a probe's."""
+        self.flush()
+        return self._find_indexed(slots)
+
+    def _find_indexed(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not self.n or not len(slots):
             return _EMPTY, _EMPTY
         self.cover(self.slots.n)
@@ -216,6 +293,7 @@ class AppendIndexSynopsis(Synopsis):
 
     def counts(self, codes: np.ndarray) -> np.ndarray:
         """Per probe key code, how many rows hold it."""
+        self.flush()
         slots = self.slots.of(codes)
         self.cover(self.slots.n)
         return self.count[slots]

@@ -13,9 +13,10 @@ instants: the new row's for a pair with an old row (every held row entered at or
 later of the two for a pair of new rows. Pairs come out in time order (sorted only when a pair of new rows
 breaks the order of the probes).
 
-The join's other predicate (a band such as ``B.dateTime BETWEEN A.dateTime AND A.expires``, when it is part of
-the join) is evaluated on the matched pairs over the columns it reads alone; only the pairs that pass have all
-their columns gathered.
+The join's other predicate (a band such as ``B.dateTime BETWEEN A.dateTime AND A.expires``: the selection just
+above the join, fused into it by the planner, ``L.FilteredJoin``) is evaluated on the matched pairs over the
+columns it reads alone; only the pairs that pass have their columns gathered, and of those only the ones the
+selection kept (``JoinOp.keep``: NEXMark q4 gathers 3 of the 7).
 
 The pairs a release makes are counted exactly before it is applied, from each key's row count on the other
 side and the keys the two released parts share (``fits``), so the join's bounded runs (``PAIR_BUDGET``) cost
@@ -49,6 +50,44 @@ class AppendJoin:
         self.sides = (SmallAppendIndexSynopsis(self.slots), SmallAppendIndexSynopsis(self.slots))
         self.slots.rows = lambda: self.sides[0].n + self.sides[1].n
         self._memo: dict[int, tuple[Batch, np.ndarray]] = {}
+        # (side, column of that side, column of the other side) when the join's predicate requires the first
+        # column >= the second (a band's lower bound, ``band_bound``): that side's released rows are held
+        # without being indexed, and a release of the other side probes only those of them at or above the
+        # smallest bound it brings (``AppendIndexSynopsis.defer``, ``find_above``); None: none
+        self.lazy: tuple[int, int, int] | None = None
+        # per side probed: (released batch, rows the index held, its pairs), for ``fits`` then ``apply``
+        self._found: dict[int, tuple[Batch, int, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def _probe(self, op: JoinOp, side: int, batch: Batch, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(probe index, row) of the released rows ``batch`` of the other input against the index of ``side``
+        (once per release: ``fits`` and ``apply`` both need them): through ``find_above`` when ``side`` holds
+        rows not indexed yet and the batch's bounds are integers."""
+        index = self.sides[side]
+        got = self._found.get(side)
+        if got is not None and got[0] is batch and got[1] == index.n:
+            return got[2]
+        lazy = self.lazy
+        if lazy is not None and lazy[0] == side and index.pending:
+            bound = batch.cols[lazy[2]]
+            if bound.dtype.kind in "iu":
+                found = index.find_above(slots, int(bound.min()))
+            else:
+                found = index.find(slots)
+        else:
+            found = index.find(slots)
+        self._found[side] = (batch, index.n, found)
+        return found
+
+    def _add(self, side: int, batch: Batch, slots: np.ndarray) -> None:
+        """Add released rows to the index of ``side`` (held without being indexed when ``side`` is lazy and
+        the band column is integer)."""
+        lazy = self.lazy
+        if lazy is not None and lazy[0] == side:
+            band = batch.cols[lazy[1]]
+            if band.dtype.kind in "iu":
+                self.sides[side].defer(batch.cols, slots, band)
+                return
+        self.sides[side].append(batch.cols, slots)
 
     def _slots_of(self, op: JoinOp, side: int, batch: Batch) -> np.ndarray:
         """The key slot of each row of a released batch (once per release: ``fits`` and ``apply`` both need
@@ -66,14 +105,17 @@ class AppendJoin:
         lb, rb = parts.get(0), parts.get(1)
         n0 = len(lb) if lb is not None else 0
         n1 = len(rb) if rb is not None else 0
-        if n0 * (R.most + n1) + n1 * (L.most + n0) <= budget:
+        if not L.pending and not R.pending and n0 * (R.most + n1) + n1 * (L.most + n0) <= budget:
             return True
         total = 0
         s0 = self._slots_of(op, 0, lb) if n0 else None
         s1 = self._slots_of(op, 1, rb) if n1 else None
-        for side, s in ((0, s1), (1, s0)):           # each released row's matches among the held rows
+        for side, s, b in ((0, s1, rb), (1, s0, lb)):     # each released row's matches among the held rows
             index = self.sides[side]
             if s is not None and index.n:
+                if index.pending:
+                    total += len(self._probe(op, side, b, s)[0])
+                    continue
                 index.cover(self.slots.n)
                 total += int(index.count[s].sum())
         if n0 and n1 and total <= budget:
@@ -97,14 +139,14 @@ class AppendJoin:
         if lb is not None and len(lb):
             sl = self._slots_of(op, 0, lb)
             if R.n:
-                p, rr = R.find(sl)
+                p, rr = self._probe(op, 1, lb, sl)
                 if len(p):
                     found.append(_Pairs(lb.ts[p], lb.cols, p, R, rr, True))
-            L.append(lb.cols, sl)
+            self._add(0, lb, sl)
         if rb is not None and len(rb):
             sr = self._slots_of(op, 1, rb)
             if L.n:
-                q, lr = L.find(sr)
+                q, lr = self._probe(op, 0, rb, sr)
                 if len(q):
                     ts = rb.ts[q]
                     if n_old < L.n and int(lb.ts[-1]) > int(ts[0]):
@@ -112,8 +154,9 @@ class AppendJoin:
                         if len(new):
                             ts[new] = np.maximum(ts[new], lb.ts[lr[new] - n_old])
                     found.append(_Pairs(ts, rb.cols, q, L, lr, False))
-            R.append(rb.cols, sr)
+            self._add(1, rb, sr)
         self._memo.clear()
+        self._found.clear()
         pred = op.predicate
         if pred is not None:
             found = [f.where(pred, L.width) for f in found]
@@ -121,9 +164,9 @@ class AppendJoin:
         if not found:
             return
         found = [f.in_time_order() for f in found]
-        width = L.width
+        width, keep = L.width, op.keep
         if len(found) == 1:
-            ts, cols = found[0].ts, found[0].columns(width)
+            ts, cols = found[0].ts, found[0].columns(width, keep)
         else:                                     # two sets in time order each: merged by one search
             a, b = found
             n = len(a.ts) + len(b.ts)
@@ -134,7 +177,7 @@ class AppendJoin:
             ts = np.empty(n, dtype=np.int64)
             ts[at_a], ts[at_b] = a.ts, b.ts
             cols = []
-            for ca, cb in zip(a.columns(width), b.columns(width)):
+            for ca, cb in zip(a.columns(width, keep), b.columns(width, keep)):
                 c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
                 c[at_a], c[at_b] = ca, cb
                 cols.append(c)

@@ -124,6 +124,8 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
     out = Batch(np.array(pt, dtype=np.int64), np.ones(n, dtype=np.int8), cols)
     if op.predicate is not None:
         out = out.take(op.predicate(colmap(out), n))
+    if op.keep is not None:                   # a selection fused into the join keeps these columns
+        out = Batch(out.ts, out.sign, [out.cols[k] for k in op.keep])
     op.emit(out)
     return True
 

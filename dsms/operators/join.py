@@ -65,6 +65,7 @@ from dsms.operators.binary import BinaryOperator
 from dsms.operators.join_kind import JoinStateKind
 from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
+from dsms.operators.select import keeps_label
 from dsms.operators.tumbling_join import TumblingEpochs
 from dsms.queues import Queue
 from synopses.hash_multi_index import HashMultiIndexSynopsis
@@ -86,11 +87,16 @@ class JoinOp(JoinStateKind, BinaryOperator):
 
     def __init__(self, left: Queue, right: Queue, out: Queue, left_keys: tuple[int, ...],
                  right_keys: tuple[int, ...], predicate: CompiledExpr | None, dtypes: list,
-                 insert_only: bool = False) -> None:
+                 insert_only: bool = False, keep: tuple[int, ...] | None = None) -> None:
+        """``keep``: the joined columns it outputs, in order (None: all), for a selection fused into a join
+        whose inputs never delete (``L.FilteredJoin``): only ``AppendJoin`` gathers a subset of columns."""
         label = " AND ".join(f"L${a} = R${b}" for a, b in zip(left_keys, right_keys))
         if predicate is not None:
             label = (label + " AND " if label else "") + predicate.text
-        super().__init__([left, right], out, label or "cross product")
+        if keep is not None and not insert_only:
+            raise ValueError("a join keeps a subset of its columns only when its inputs never delete")
+        super().__init__([left, right], out, (label or "cross product") + keeps_label(keep))
+        self.keep = None if keep is None else list(keep)
         self.keys = (tuple(left_keys), tuple(right_keys))
         self.predicate = predicate
         self.dtypes = dtypes

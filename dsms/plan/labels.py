@@ -58,7 +58,7 @@ def with_names(label: str, names: Sequence[str], left: Sequence[str] = (), right
 def input_names(node) -> tuple[list[str], list[str], list[str]]:
     """(names, left names, right names) of the columns ``node``'s expressions read: its child's columns, or
     for a join the left's then the right's."""
-    if isinstance(node, L.Join | L.SemiJoin):
+    if isinstance(node, L.Join | L.SemiJoin | L.FilteredJoin):
         left, right = list(node.left.names), list(node.right.names)
         return left + right, left, right
     child = getattr(node, "child", None)

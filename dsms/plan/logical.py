@@ -188,6 +188,49 @@ class Join(_Binary):
 
 
 @dataclass(frozen=True)
+class FilteredJoin(_Binary):
+    """A ``Filter`` directly over a ``Join`` of two inputs that never delete, run as one operator: the join
+    evaluates ``predicate`` (over the join's columns, left + right) on the pairs it finds, reading only the
+    columns the predicate reads, and gathers only the columns numbered in ``keep`` (None: all) of the pairs
+    that pass (NEXMark q4's and q9's band ``B.dateTime BETWEEN A.dateTime AND A.expires``). Made only by the
+    physical planner (``PhysicalPlanner._filtered_join``), never by the binder: a plain join stays shareable
+    with other queries, and the planner fuses only a join that no other build reads."""
+
+    join: Join
+    predicate: Expr
+    keep: tuple[int, ...] | None = None
+
+    @property
+    def left(self):
+        return self.join.left
+
+    @property
+    def right(self):
+        return self.join.right
+
+    @property
+    def left_keys(self) -> tuple[int, ...]:
+        return self.join.left_keys
+
+    @property
+    def right_keys(self) -> tuple[int, ...]:
+        return self.join.right_keys
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.join.names
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        both = self.join.types
+        return both if self.keep is None else tuple(both[k] for k in self.keep)
+
+    @property
+    def monotone(self) -> bool:
+        return self.join.monotone
+
+
+@dataclass(frozen=True)
 class SemiJoin(_Binary):
     """Left rows that have (``anti=False``) or have no (``anti=True``) matching right row: IN, EXISTS, ANY and
     ALL subqueries. Output is the left schema, with the left multiplicities."""

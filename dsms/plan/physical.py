@@ -33,7 +33,7 @@ from dsms.operators.vector_aggregate import VectorAggregateOp, vectorisable
 from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 from dsms.plan import logical as L
 from dsms.plan.arg_extreme import arg_extreme
-from dsms.plan.binder import type_resolver
+from dsms.plan.binder import conjuncts, type_resolver
 from dsms.plan.labels import named_label
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
@@ -89,9 +89,30 @@ class PhysicalPlanner:
             queue = self._share_narrowed(node, query_id)
             if queue is not None:
                 return queue
+        fused = self._filtered_join(node)
+        if fused is not None:
+            return self._record(node, self.build(fused, query_id), None, query_id, via=fused)
         make = getattr(self, "_" + type(node).__name__)
         queue, op = make(node, query_id)
         return self._record(node, queue, op, query_id)
+
+    def _filtered_join(self, node) -> L.FilteredJoin | None:
+        """The selection ``node`` and the join just below it as one operator (``L.FilteredJoin``), when the
+        join's inputs never delete (its release is ``AppendJoin``'s, which evaluates a predicate on the pairs
+        it finds over the columns the predicate reads, and gathers only the columns kept) and no build of that
+        join exists that another query reads (it is then shared as it is, the selection above it). What it
+        checks: the child is an ``L.Join`` with no predicate of its own, both inputs ``monotone``, not in the
+        memo. EXPLAIN shows one join whose label ends with the predicate and ``[keeps ...]``. Otherwise (None)
+        the selection is built above the join as before."""
+        if not isinstance(node, L.Filter) or not isinstance(node.child, L.Join):
+            return None
+        join = node.child
+        if join.predicate is not None or not join.monotone or join in self.memo:
+            return None
+        return L.FilteredJoin(join, node.predicate, node.keep)
+
+    def _FilteredJoin(self, node: L.FilteredJoin, qid):
+        return self._Join(node.join, qid, node.predicate, node.keep)
 
     def shareable_joins(self) -> list:
         """The joins a query registered now would share (built since the last input arrived, nothing written,
@@ -378,7 +399,8 @@ class PhysicalPlanner:
 
     # ---------------------------------------------------------------- binary
 
-    def _Join(self, node: L.Join, qid):
+    def _Join(self, node: L.Join, qid, predicate=None, keep: tuple[int, ...] | None = None):
+        """The join ``node``; with ``predicate`` and ``keep`` (a ``FilteredJoin``'s), a selection above it too."""
         inputs = {c for c in (node.left, node.right) if isinstance(c, L.Window) and c.wkind == "RANGE"}
         self._joins.append((inputs, set()))
         try:
@@ -387,9 +409,22 @@ class PhysicalPlanner:
         finally:
             self._joins.pop()
         out = self._new_queue()
-        pred = compile_over(node.predicate, node.types) if node.predicate is not None else None
-        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(node.types),
-                    insert_only=node.left.monotone and node.right.monotone)
+        if predicate is None:
+            predicate = node.predicate
+        pred = compile_over(predicate, node.types) if predicate is not None else None
+        if pred is not None and pred.type != "BOOLEAN":
+            raise SchemaError(f"a condition must be BOOLEAN, not {pred.type}")
+        types = node.types if keep is None else tuple(node.types[k] for k in keep)
+        op = JoinOp(left, right, out, node.left_keys, node.right_keys, pred, dtypes_of(types),
+                    insert_only=node.left.monotone and node.right.monotone, keep=keep)
+        if op.append is not None and predicate is not None:
+            lazy = band_bound(predicate, len(node.left.types), node.types)
+            if lazy is not None:
+                side, mine, other = lazy
+                width = len(node.left.types)
+                hi, lo = (mine + width, other) if side else (mine, other + width)
+                op.append.lazy = lazy
+                op.detail += f" [lazy {'LR'[side]} index: ${hi} >= ${lo}]"
         op.seed_base = self.engine.config["seed"]
         op.fifo_windows = [self._window_below(node.left), self._window_below(node.right)]
         if left is not right:
@@ -533,6 +568,41 @@ def _bucket(group: tuple[int, ...] | None, types: tuple[str, ...]) -> tuple[int,
         return None
     own, other = group
     return (other, own) if types[other] in ("INT", "TIMESTAMP") else None
+
+
+def band_bound(predicate, width: int, types: tuple[str, ...]) -> tuple[int, int, int] | None:
+    """A band's lower bound in a join predicate: a conjunct ``a >= b`` (or ``a > b``, ``b <= a``, ``b < a``,
+    ``a BETWEEN b AND ..``, ``.. BETWEEN .. AND a`` with ``b`` the middle) of two INT or TIMESTAMP columns, ``a`` of one input and ``b`` of the other, as (``a``'s side, ``a``'s
+    column in it, ``b``'s column in the other side); the right input's when both have one (NEXMark's bids:
+    ``B.dateTime >= A.dateTime``). A held row of that side can pair with a new row of the other only if its
+    ``a`` is at least the new row's ``b``: ``AppendJoin.lazy``. None when there is no such conjunct.
+
+    >>> c = lambda i: ast.ColumnRef(f"${i}")
+    >>> band_bound(ast.BinaryOp(">=", c(3), c(1)), 2, ("INT",) * 4), band_bound(ast.BinaryOp("<", c(0), c(2)), 2, ("INT",) * 3)
+    ((1, 1, 1), (1, 0, 0))
+    """
+    found = None
+    parts = []
+    for p in conjuncts(predicate):               # x BETWEEN lo AND hi (not negated): x >= lo and hi >= x
+        if isinstance(p, ast.Between) and not p.negated:
+            parts += [ast.BinaryOp(">=", p.expr, p.low), ast.BinaryOp(">=", p.high, p.expr)]
+        else:
+            parts.append(p)
+    for p in parts:
+        if not (isinstance(p, ast.BinaryOp) and p.op in (">=", ">", "<=", "<")
+                and isinstance(p.left, ast.ColumnRef) and isinstance(p.right, ast.ColumnRef)
+                and p.left.name.startswith("$") and p.right.name.startswith("$")):
+            continue
+        a, b = int(p.left.name[1:]), int(p.right.name[1:])
+        if p.op in ("<=", "<"):
+            a, b = b, a
+        if (a < width) == (b < width) or not {types[a], types[b]} <= {"INT", "TIMESTAMP"}:
+            continue
+        side = int(a >= width)
+        got = (side, a - width * side, b - width * (1 - side))
+        if found is None or side > found[0]:
+            found = got
+    return found
 
 
 def name_columns(op: Operator, node, via=None) -> None:
