@@ -369,8 +369,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         if self.epochs is not None:
             if not TumblingEpochs.fits(self):
                 self._leave_epochs()      # a knob changed a window, or the kind: the general path from here
-            elif self.epochs.due is not None and self.epochs.due <= f:
-                self.epochs.flush(self)   # the input held back reaches a window end: into the windows now
+            elif self.epochs.is_due(self):
+                self.epochs.flush(self)   # a window end the input held back enters at is final: feed it now
         if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
             self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}

@@ -58,7 +58,10 @@ class TumblingEpochs:
         between two ends (a hundred pushes of 1,000 events for NEXMark q8) a run only reads its input: the
         projection, the window's timestamps and its batches, once per push each, become one per window end for
         the batches of the whole period, concatenated. The frontiers the window and projection would have
-        are set as the batch is read (a new size applies after the window's frontier, ``on_set_range``)."""
+        are set as the batch is read (a new size applies after the window's frontier, ``on_set_range``), and
+        the window counts the batch as an item of the run, so that the join releases what its new frontier
+        makes final of the rows fed earlier (a run that only held would release nothing, and the join's
+        heartbeat, ``JoinOp._output_frontier``, would pass the window end those rows enter at)."""
         w = join.windows[side]
         if w.store.memory is not None:
             self.flush(join)
@@ -83,12 +86,26 @@ class TumblingEpochs:
         if last > w.frontiers[0]:
             w.frontiers[0] = last
         w.last_ts = last
+        w.fused_items += 1
         return True
 
+    def is_due(self, join) -> bool:
+        """Whether a window end some held row enters at is final for its window: the window releases at its
+        own frontier (which ``hold`` advances as it would have), not the join's, so the rows must reach it
+        before it releases that end. A held row of side ``i`` enters at or after ``due`` and its window is
+        ``i``'s, so ``due`` at or before either window's frontier covers every side that must go."""
+        if self.due is None:
+            return False
+        w0, w1 = join.windows
+        return self.due <= max(w0.frontier(), w1.frontier())
+
     def flush(self, join) -> None:
-        """Hand each fused window the batches held for it, as one batch. A memory budget set on a window since
-        they were read does not apply to them: they reach it as they would have when read, with no eviction
-        (the next batch read evicts, as it would have)."""
+        """Hand each fused window the batches held for it, as one batch, and let it release what its frontier
+        makes final of them, as it would have in the runs that read them: whoever calls this (a window end due,
+        ``leave`` as the general path takes over or a window is given back, ``JoinOp.unfuse_project``) then
+        finds the window as if nothing had been held. A memory budget set on a window since they were read
+        does not apply to them: they reach it as they would have when read, with no eviction (the next batch
+        read evicts, as it would have)."""
         self.due = None
         for side in (0, 1):
             raw = self.raw[side]
@@ -103,8 +120,10 @@ class TumblingEpochs:
             store = join.windows[side].store
             budget = store.memory
             store.memory = None
+            w = join.windows[side]
             try:
                 join.feed_window(side, batch, picked=True)
+                w.on_frontier(w.frontier())
             finally:
                 store.memory = budget
 
