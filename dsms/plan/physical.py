@@ -447,7 +447,8 @@ class PhysicalPlanner:
                 # never delete keeps its append-only indexes (a DISTINCT over a stream is both)
                 op.key_side(side, group_column(unique_key(child, self._view_root), child.types, keys, other))
         keyed = [type(s) is KeyedIndexSynopsis for s in op.sides]
-        if keyed.count(True) == 1 and left is not right:
+        if keyed.count(True) == 1 and left is not right and node.left_keys:
+            # (a cross product beside a one-row input has one bucket: the sorted-run index serves it)
             side = keyed.index(False)
             if op.windows[side] is None and op.gates[side] is None:
                 # probed by a keyed input: a hash multimap, updated in proportion to each release
