@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.generators import Workload, diff, run_engine, run_reference
+from oracle.generators import Workload, diff, run_engine, run_reference, two_stream_actions
 
 import dsms.operators.join as join_mod
 from dsms import Engine
@@ -49,27 +49,9 @@ row_b = st.fixed_dictionaries({"k": small, "t": st.integers(0, 6), "p": st.sampl
                                "s": st.sampled_from(["", "x", "yy"])})
 
 
-@st.composite
-def actions(draw):
+def actions():
     """Pushes to A and B (several rows at one instant, gaps of 0-2), runs and heartbeats in between."""
-    t = {"A": 0, "B": 0}
-    out = []
-    for _ in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(["A", "A", "B", "B", "B", "run", "heartbeat"]))
-        if kind == "run":
-            out.append(("run",))
-        elif kind == "heartbeat":
-            h = max(t.values()) + draw(st.integers(0, 2))
-            out.append(("heartbeat", h))
-            t = {k: max(v, h) for k, v in t.items()}
-        else:
-            rows = draw(st.lists(row_a if kind == "A" else row_b, min_size=1, max_size=5))
-            ts = []
-            for _ in rows:
-                t[kind] += draw(st.sampled_from([0, 0, 1, 2]))
-                ts.append(t[kind])
-            out.append(("push", kind, rows, ts))
-    return tuple(out), max(t.values()) + 3
+    return two_stream_actions(row_a, row_b, max_steps=14, max_rows=5)
 
 
 def check(statements: tuple, query: str, acts: tuple, until: int) -> None:

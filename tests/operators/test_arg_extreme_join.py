@@ -123,36 +123,8 @@ def test_each_shape_against_the_reference_on_fixed_seeds(shape):
         check_query((*CATALOG, *SHAPES[shape][0]), SHAPES[shape][1], acts, until)
 
 
-def test_q9_takes_the_form_and_answers_as_the_plain_loop():
-    """NEXMark q9 at a few thousand events: Q9T's join with Q9M (shared by the final query) is the arg max,
-    and the answer equals the plain-Python loop's (tests/test_nexmark.py checks it against DuckDB too)."""
-    from bench import nexmark
-    from bench.nexmark_gen import generate
-    from bench.nexmark_queries import BY_NAME, Windows
-
-    q, n, w = BY_NAME["q9"], 4000, Windows(100, 20, 100, 100)
-    ev = generate(n)
-    eng = Engine()
-    nexmark.register(eng)
-    *views, body = q.cql(w)
-    for v in views:
-        eng.execute(v)
-    query = eng.execute(body)
-    assert sum(j.arg_ext is not None for j in _joins(eng)) == 1
-    out, last = [], 0
-    for parts in nexmark._pushes(ev, n, 250):
-        for s, cols, ts in parts:
-            eng.push(s, cols, ts)
-            last = int(ts[-1])
-        eng.heartbeat(last)
-        eng.run()
-        out.extend(query.drain_batches())
-    eng.heartbeat(nexmark.final_heartbeat(last, w))
-    eng.run()
-    out.extend(query.drain_batches())
-    want = nexmark.canonical_loop(q, nexmark.run_loop(q, nexmark.merged_events(ev), w)[1])
-    assert want
-    nexmark.compare("q9", nexmark.canonical_dsms(q, out), want, "the plain loop")
+# NEXMark q9 itself (the join with Q9M as the arg max, the answer the plain loop's) is checked by
+# tests/operators/test_join_keyed_side.py::test_q9_holds_its_aggregate_inputs_by_key_and_answers_as_the_plain_loop
 
 
 def test_compacted_stores_answer_as_the_reference_says(monkeypatch):

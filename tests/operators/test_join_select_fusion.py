@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.generators import Workload, check_query, diff, run_engine, run_reference
+from oracle.generators import Workload, check_query, diff, run_engine, run_reference, two_stream_actions
 
 from dsms import Engine
 from dsms.operators.join import JoinOp
@@ -77,28 +77,10 @@ row_b = st.fixed_dictionaries({"k": small, "t": st.integers(0, 6), "p": st.integ
                                "s": st.sampled_from(["", "x"])})
 
 
-@st.composite
-def actions(draw):
+def actions():
     """Pushes to A and B (bids before their auction, several rows per instant: band edges at equal
     timestamps, equal prices), runs and heartbeats in between."""
-    t = {"A": 0, "B": 0}
-    out = []
-    for _ in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(["A", "A", "B", "B", "B", "run", "heartbeat"]))
-        if kind == "run":
-            out.append(("run",))
-        elif kind == "heartbeat":
-            h = max(t.values()) + draw(st.integers(0, 2))
-            out.append(("heartbeat", h))
-            t = {k: max(v, h) for k, v in t.items()}
-        else:
-            rows = draw(st.lists(row_a if kind == "A" else row_b, min_size=1, max_size=5))
-            ts = []
-            for _ in rows:
-                t[kind] += draw(st.sampled_from([0, 0, 1, 2]))
-                ts.append(t[kind])
-            out.append(("push", kind, rows, ts))
-    return tuple(out), max(t.values()) + 3
+    return two_stream_actions(row_a, row_b, max_steps=14, max_rows=5)
 
 
 def _check(statements: tuple, query: str, acts: tuple, until: int) -> None:

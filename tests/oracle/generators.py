@@ -116,6 +116,35 @@ def run_engine(w: Workload, info: dict | None = None, policy: str | None = None,
     return [(int(e.ts), int(e.sign), dict(e.row)) for e in q.drain()]
 
 
+def two_stream_actions(row_a, row_b, max_steps: int = 14, max_rows: int = 5):
+    """A strategy of (actions, until) for tests of a join of streams ``A`` and ``B``: pushes of 1 to
+    ``max_rows`` rows drawn from ``row_a`` or ``row_b`` (several rows at one instant, gaps of 0-2), runs and
+    heartbeats in between; ``until`` is past every push and heartbeat."""
+
+    @st.composite
+    def actions(draw):
+        t = {"A": 0, "B": 0}
+        out = []
+        for _ in range(draw(st.integers(1, max_steps))):
+            kind = draw(st.sampled_from(["A", "A", "B", "B", "B", "run", "heartbeat"]))
+            if kind == "run":
+                out.append(("run",))
+            elif kind == "heartbeat":
+                h = max(t.values()) + draw(st.integers(0, 2))
+                out.append(("heartbeat", h))
+                t = {k: max(v, h) for k, v in t.items()}
+            else:
+                rows = draw(st.lists(row_a if kind == "A" else row_b, min_size=1, max_size=max_rows))
+                ts = []
+                for _ in rows:
+                    t[kind] += draw(st.sampled_from([0, 0, 1, 2]))
+                    ts.append(t[kind])
+                out.append(("push", kind, rows, ts))
+        return tuple(out), max(t.values()) + 3
+
+    return actions()
+
+
 def check_query(statements: tuple, query: str, actions, until: int):
     """Run ``query`` after ``statements`` through the reference evaluator and the engine, apply ``actions``
     to both, heartbeat ``until``, compare the results, and return the engine (for tests that then look at
