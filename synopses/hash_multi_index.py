@@ -29,7 +29,7 @@ import numpy as np
 from synopses.append_index import AppendIndexSynopsis
 from synopses.key_slots import KeySlots
 from synopses.sort_order import stable_argsort
-from synopses.sorted_run_index import SortedRunIndexSynopsis, _equal
+from synopses.sorted_run_index import FastFormIndex, _equal
 
 _EMPTY = np.empty(0, dtype=np.int64)
 SLACK = 4096        # rows that left tolerated beyond the live rows before the index is rebuilt
@@ -175,7 +175,7 @@ class HashRows:
             self.add(cols, codes, buckets)
 
 
-class HashMultiIndexSynopsis(SortedRunIndexSynopsis):
+class HashMultiIndexSynopsis(FastFormIndex):
     """A join input probed by a keyed input: held as ``HashRows`` while the join applies its releases as signed
     rows (``keyed_release``), in the sorted-run forms of the base class for good after anything else (see the
     module). ``bucket`` says what buckets the rows: ``(own, probe)`` for a join key column of INT values (``own``
@@ -248,8 +248,9 @@ class HashMultiIndexSynopsis(SortedRunIndexSynopsis):
             return
         codes, cols, _ = self.by_code.live_rows()
         self.by_code = None
-        if len(codes):
-            super().insert(np.zeros(len(codes), dtype=np.int64), np.ones(len(codes), dtype=np.int8), cols, codes)
+        self.hold_in_runs(codes, cols)
+
+    leave_form = unhash
 
     def key_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The distinct key codes held and how many rows hold each, or None when not in the hash form."""
@@ -259,36 +260,3 @@ class HashMultiIndexSynopsis(SortedRunIndexSynopsis):
         keys, cnt = np.unique(codes, return_counts=True)
         return keys, cnt.astype(np.float64)
 
-    # what the general release asks: answered by the base class's forms, left to for good
-
-    def match(self, ts=None, sign=None, cols=None, codes=None):
-        self.unhash()
-        return super().match(ts, sign, cols, codes)
-
-    def match_ordered(self, dels, ins, codes):
-        self.unhash()
-        return super().match_ordered(dels, ins, codes)
-
-    def counts(self, codes):
-        self.unhash()
-        return super().counts(codes)
-
-    def total_matches(self, codes):
-        self.unhash()
-        return super().total_matches(codes)
-
-    def most_per_key(self):
-        self.unhash()
-        return super().most_per_key()
-
-    def stage(self, rel):
-        self.unhash()
-        return super().stage(rel)
-
-    def find(self, codes, lo=None):
-        self.unhash()
-        return super().find(codes, lo)
-
-    def signed_table(self):
-        self.unhash()
-        return super().signed_table()

@@ -31,7 +31,7 @@ import numpy as np
 from synopses.base import array_bytes
 from synopses.rowcodes import IntIds
 from synopses.sort_order import stable_argsort
-from synopses.sorted_run_index import SortedRunIndexSynopsis
+from synopses.sorted_run_index import FastFormIndex
 
 _EMPTY = np.empty(0, dtype=np.int64)
 REBUILD_SLACK = 1024        # dead key slots tolerated beyond three times the live rows before a rebuild
@@ -325,7 +325,7 @@ def _rows_equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return bool(_equal_rows(a, b).all())
 
 
-class KeyedIndexSynopsis(SortedRunIndexSynopsis):
+class KeyedIndexSynopsis(FastFormIndex):
     """A join input the planner knows to hold at most one row per join key: held as ``KeyedRows`` while its
     releases keep that promise, in the sorted-run forms of the base class after one that does not (see the
     module). ``group`` says what numbers the rows: ``()`` for an input of one row at most (an aggregate
@@ -391,30 +391,9 @@ class KeyedIndexSynopsis(SortedRunIndexSynopsis):
             return
         codes, cols = self.by_key.rows()
         self.by_key = None
-        if len(codes):
-            super().insert(np.zeros(len(codes), dtype=np.int64), np.ones(len(codes), dtype=np.int8), cols, codes)
+        self.hold_in_runs(codes, cols)
 
-    # what the general release asks: answered by the base class's forms, left to for good
-
-    def match(self, ts=None, sign=None, cols=None, codes=None):
-        self.unkey()
-        return super().match(ts, sign, cols, codes)
-
-    def match_ordered(self, dels, ins, codes):
-        self.unkey()
-        return super().match_ordered(dels, ins, codes)
-
-    def counts(self, codes):
-        self.unkey()
-        return super().counts(codes)
-
-    def total_matches(self, codes):
-        self.unkey()
-        return super().total_matches(codes)
-
-    def most_per_key(self):
-        self.unkey()
-        return super().most_per_key()
+    leave_form = unkey
 
     def lookup(self, codes):
         self.unkey()
@@ -423,18 +402,6 @@ class KeyedIndexSynopsis(SortedRunIndexSynopsis):
     def insert(self, ts, sign, cols, codes):
         self.unkey()
         super().insert(ts, sign, cols, codes)
-
-    def stage(self, rel):
-        self.unkey()
-        return super().stage(rel)
-
-    def find(self, codes, lo=None):
-        self.unkey()
-        return super().find(codes, lo)
-
-    def signed_table(self):
-        self.unkey()
-        return super().signed_table()
 
     def key_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The distinct key codes held and how many rows hold each (one each), or None when not keyed."""

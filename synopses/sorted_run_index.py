@@ -859,3 +859,51 @@ class _Merge:
         out[self.old_pos] = old
         out[self.new_pos] = new
         return out
+
+
+class FastFormIndex(SortedRunIndexSynopsis):
+    """The sorted-run index with a faster form in front of it (rows held by key: ``KeyedIndexSynopsis``; a hash
+    multimap: ``HashMultiIndexSynopsis``). What only the base class's forms answer (the general release, its
+    counts and tables) moves the rows there first, for good (``leave_form``)."""
+
+    def leave_form(self) -> None:
+        """Hold the rows in the base class's forms from now on (a no-op once they are)."""
+        raise NotImplementedError
+
+    def hold_in_runs(self, codes: np.ndarray, cols: list[np.ndarray]) -> None:
+        """The rows a faster form held, inserted into the base class's forms as of now."""
+        if len(codes):
+            SortedRunIndexSynopsis.insert(self, np.zeros(len(codes), dtype=np.int64),
+                                          np.ones(len(codes), dtype=np.int8), cols, codes)
+
+    def match(self, ts=None, sign=None, cols=None, codes=None):
+        self.leave_form()
+        return super().match(ts, sign, cols, codes)
+
+    def match_ordered(self, dels, ins, codes):
+        self.leave_form()
+        return super().match_ordered(dels, ins, codes)
+
+    def counts(self, codes):
+        self.leave_form()
+        return super().counts(codes)
+
+    def total_matches(self, codes):
+        self.leave_form()
+        return super().total_matches(codes)
+
+    def most_per_key(self):
+        self.leave_form()
+        return super().most_per_key()
+
+    def stage(self, rel):
+        self.leave_form()
+        return super().stage(rel)
+
+    def find(self, codes, lo=None):
+        self.leave_form()
+        return super().find(codes, lo)
+
+    def signed_table(self):
+        self.leave_form()
+        return super().signed_table()
