@@ -55,39 +55,10 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
     pl: list[int] = []
     pr: list[int] = []
     if n0 and dr:                             # new left rows x right rows held
-        lts = None
-        for i, k in enumerate(lc):
-            v = dr.get(k)
-            if v is None:
-                continue
-            if lts is None:
-                lts = lb.ts.tolist()
-            if type(v) is int:
-                pt.append(lts[i])
-                pl.append(l0 + i)
-                pr.append(v)
-            else:
-                pt.extend([lts[i]] * len(v))
-                pl.extend([l0 + i] * len(v))
-                pr.extend(v)
+        _probe_held(lc, dr, lb, l0, pt, pl, pr)
     first = len(pt)
     if n1 and dl:                             # new right rows x left rows held
-        rts = None
-        for j, k in enumerate(rc):
-            v = dl.get(k)
-            if v is None:
-                continue
-            if rts is None:
-                rts = rb.ts.tolist()
-            t = rts[j]
-            if type(v) is int:
-                pt.append(t)
-                pl.append(v)
-                pr.append(r0 + j)
-            else:
-                pt.extend([t] * len(v))
-                pl.extend(v)
-                pr.extend([r0 + j] * len(v))
+        _probe_held(rc, dl, rb, r0, pt, pr, pl)
     if n1 and n0:                             # ... and new left rows, at the later instant of the two
         common = set(lc).intersection(rc)     # most releases share no key between the two sides
         if common:
@@ -128,6 +99,28 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
         out = Batch(out.ts, out.sign, [out.cols[k] for k in op.keep])
     op.emit(out)
     return True
+
+
+def _probe_held(codes: list[int], held: dict, batch: Batch, first: int, pt: list[int], new: list[int],
+                other: list[int]) -> None:
+    """Append the pairs of a side's new rows (``codes``, numbered from ``first``) with the other side's rows
+    ``held`` (key code -> a row number, or a list of them): each at its new row's instant, its row numbers to
+    ``new`` and ``other``."""
+    ts = None
+    for i, k in enumerate(codes):
+        v = held.get(k)
+        if v is None:
+            continue
+        if ts is None:
+            ts = batch.ts.tolist()
+        if type(v) is int:
+            pt.append(ts[i])
+            new.append(first + i)
+            other.append(v)
+        else:
+            pt.extend([ts[i]] * len(v))
+            new.extend([first + i] * len(v))
+            other.extend(v)
 
 
 def _codes(op: JoinOp, side: int, batch: Batch) -> list[int]:
