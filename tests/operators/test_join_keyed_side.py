@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.generators import check_query
+from oracle.index_rows import found_pairs, loose_zero, row_bits
 from oracle.relation_updates import random_updates
 
 from dsms import Engine
@@ -166,10 +167,7 @@ def _found(index, codes: np.ndarray, probe: Batch | None = None) -> Counter:
         pidx, cols, sign = index.lookup_keyed(codes, probe)
     else:
         pidx, cols, sign = index.lookup(codes)
-    out: Counter = Counter()
-    for j, i in enumerate(pidx.tolist()):
-        out[(i, _bits(tuple(c[j].item() for c in cols)))] += 1 if sign is None else int(sign[j])
-    return Counter({k: v for k, v in out.items() if v})
+    return found_pairs(pidx, cols, sign)
 
 
 @settings(max_examples=80, deadline=None)
@@ -202,26 +200,26 @@ def test_the_keyed_index_holds_what_its_releases_say(seed, break_it, group):
             choice = rng.random()
             if break_it and old is not None and choice < 0.08:
                 events.append((ts, 1, new))               # a second row on the key: the promise broken
-                model[_bits(new)] += 1
+                model[row_bits(new)] += 1
             elif old is None:
                 if choice < 0.2:
                     events += [(ts, 1, new), (ts, -1, new)]     # in and out within one instant
                 else:
                     events.append((ts, 1, new))
                     current[k] = new
-                    model[_bits(new)] += 1
+                    model[row_bits(new)] += 1
             elif choice < 0.3:
                 events.append((ts, -1, old))
                 del current[k]
-                model[_bits(old)] -= 1
+                model[row_bits(old)] -= 1
             else:
                 pair = [(ts, -1, old), (ts, 1, new)]
                 if choice < 0.6:
                     pair.reverse()                        # the new row first, within the instant
                 events += pair
                 current[k] = new
-                model[_bits(old)] -= 1
-                model[_bits(new)] += 1
+                model[row_bits(old)] -= 1
+                model[row_bits(new)] += 1
         batch = Batch(np.array([e[0] for e in events], dtype=np.int64),
                       np.array([e[1] for e in events], dtype=np.int8),
                       [np.array([e[2][j] for e in events]) for j in range(4)])
@@ -252,27 +250,15 @@ def test_the_keyed_index_holds_what_its_releases_say(seed, break_it, group):
                     want[(i, row)] += n
         # the general index nets a delete against a copy equal in SQL terms (-0.0 = 0.0; row_codes), so it is
         # compared as SQL compares; the keyed index retracts the very row, bit for bit, while keyed
-        loose = _loose(want)
-        assert _found(keyed, probes, probe) == want if keyed.keyed() else _loose(_found(keyed, probes)) == loose
-        assert _loose(_found(general, probes)) == loose
+        loose = loose_zero(want)
+        assert _found(keyed, probes, probe) == want if keyed.keyed() else loose_zero(_found(keyed, probes)) == loose
+        assert loose_zero(_found(general, probes)) == loose
         if doubled:
             assert not keyed.keyed()                      # it fell back, for good
         elif not break_it:
             assert keyed.keyed()
 
 
-def _loose(found: Counter) -> Counter:
-    """``_found``'s pairs with -0.0 read as 0.0."""
-    zero = np.float64(-0.0).view(np.int64).item()
-    out: Counter = Counter()
-    for (i, row), n in found.items():
-        out[(i, tuple(0 if x == zero and j == 2 else x for j, x in enumerate(row)))] += n
-    return out
-
-
-def _bits(row: tuple) -> tuple:
-    """A row with its float by its bits (NaN equal to NaN, -0.0 apart from 0.0)."""
-    return tuple(np.float64(x).view(np.int64).item() if isinstance(x, float) else x for x in row)
 
 
 def test_the_keyed_index_forgets_keys_that_left():

@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle.generators import check_query
+from oracle.index_rows import found_pairs, loose_zero, row_bits
 from oracle.relation_updates import random_updates
 
 from dsms import Engine
@@ -20,11 +21,6 @@ from dsms.batch import Batch
 from dsms.operators.join import JoinOp
 from synopses.hash_multi_index import SLACK, HashMultiIndexSynopsis
 from synopses.sorted_run_index import SortedRunIndexSynopsis
-
-
-def _bits(row: tuple) -> tuple:
-    """A row with its float by its bits (NaN equal to NaN, -0.0 apart from 0.0)."""
-    return tuple(np.float64(x).view(np.int64).item() if isinstance(x, float) else x for x in row)
 
 
 def _code(row: tuple) -> int:
@@ -40,19 +36,8 @@ def _found(index, probes: list[tuple[int, int]]) -> Counter:
         pidx, cols, sign = index.lookup_from(codes, batch)
     else:
         pidx, cols, sign = index.lookup(codes)
-    out: Counter = Counter()
-    for j, i in enumerate(pidx.tolist()):
-        out[(i, _bits(tuple(c[j].item() for c in cols)))] += 1 if sign is None else int(sign[j])
-    return Counter({k: v for k, v in out.items() if v})
+    return found_pairs(pidx, cols, sign)
 
-
-def _loose(found: Counter) -> Counter:
-    """Pairs with -0.0 read as 0.0 (the sorted-run index nets deletes as SQL compares)."""
-    zero = np.float64(-0.0).view(np.int64).item()
-    out: Counter = Counter()
-    for (i, row), n in found.items():
-        out[(i, tuple(0 if x == zero and j == 2 else x for j, x in enumerate(row)))] += n
-    return out
 
 
 @settings(max_examples=80, deadline=None)
@@ -77,7 +62,7 @@ def test_the_index_holds_what_its_releases_say(seed, bucketed, break_it):
             if break_it and roll < 0.04:
                 gone = (9, 0, 2.0)                        # never inserted: no row to retract
                 events.append((ts, -1, gone))
-                model[_bits(gone)] -= 1
+                model[row_bits(gone)] -= 1
                 broken = True
             elif live and roll < 0.45:
                 bits = rng.choice(live)
@@ -87,8 +72,8 @@ def test_the_index_holds_what_its_releases_say(seed, bucketed, break_it):
                 events += [(ts, 1, new), (ts, -1, new)]   # in and out within the release
             else:
                 events.append((ts, 1, new))
-                model[_bits(new)] += 1
-                rows_by_bits[_bits(new)] = new
+                model[row_bits(new)] += 1
+                rows_by_bits[row_bits(new)] = new
         batch = Batch(np.array([e[0] for e in events], dtype=np.int64),
                       np.array([e[1] for e in events], dtype=np.int8),
                       [np.array([e[2][0] for e in events], dtype=np.int64),
@@ -109,8 +94,8 @@ def test_the_index_holds_what_its_releases_say(seed, bucketed, break_it):
             assert _found(index, probes) == want
         else:
             assert broken                                  # only a delete with no row falls back
-            assert _loose(_found(index, probes)) == _loose(want)
-        assert _loose(_found(general, probes)) == _loose(want)
+            assert loose_zero(_found(index, probes)) == loose_zero(want)
+        assert loose_zero(_found(general, probes)) == loose_zero(want)
     if not break_it:
         assert index.hashed()
 
