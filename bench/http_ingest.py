@@ -52,6 +52,7 @@ from pathlib import Path
 
 import aiohttp
 import msgpack
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -143,6 +144,93 @@ async def blast(url: str, body: bytes, rows: int, seconds: float, concurrency: i
         return sent, time.perf_counter() - t0
 
 
+class Chunks:
+    """HTTP/1.1 chunked transfer decoding of a response body fed in pieces as they arrive (``feed`` returns
+    the payload bytes each piece completes; ``done`` once the last, empty chunk is seen). The bench's raw
+    reader uses it instead of aiohttp's client, whose per-read Python work costs the client 3-4x more CPU per
+    result byte on the two cores it shares with the server (docs/benchmarks.md)."""
+
+    def __init__(self) -> None:
+        self.left = 0            # payload bytes of the current chunk still to come
+        self.crlf = 0            # bytes of the CRLF after the current chunk's payload still to skip
+        self.head = b""          # an incomplete chunk-size line
+        self.done = False
+
+    def feed(self, data: bytes) -> tuple[bytes, list[tuple[int, int]]]:
+        """``data`` (with an incomplete size line held from before put in front) and the ranges of it that
+        are payload: no payload byte is copied."""
+        out = []
+        if self.head:
+            data, self.head = self.head + data, b""
+        pos, n = 0, len(data)
+        while pos < n and not self.done:
+            if self.left:
+                take = min(self.left, n - pos)
+                out.append((pos, pos + take))
+                self.left -= take
+                pos += take
+                continue
+            if self.crlf:
+                skip = min(self.crlf, n - pos)
+                self.crlf -= skip
+                pos += skip
+                continue
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                self.head = data[pos:]
+                break
+            size = int(data[pos:eol].split(b";", 1)[0], 16)
+            pos = eol + 2
+            if size == 0:
+                self.done = True
+            else:
+                self.left, self.crlf = size, 2
+        return data, out
+
+
+class _Sink(asyncio.Protocol):
+    """The raw reader's connection: the response head checked, then each piece the transport receives
+    decoded (``Chunks``) and counted in place, in ``data_received`` (no stream buffer, no copy)."""
+
+    def __init__(self, reader: Reader, loop: asyncio.AbstractEventLoop) -> None:
+        self.reader = reader
+        self.finished = loop.create_future()
+        self.head = b""
+        self.chunks: Chunks | None = None
+        self.tail = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            if self.chunks is None:
+                self.head += data
+                end = self.head.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head, data = self.head[:end], self.head[end + 4:]
+                if head.split(b" ", 2)[1] != b"200":
+                    raise RuntimeError(f"results reader refused: {head.decode('latin-1')!r}")
+                if b"transfer-encoding: chunked" not in head.lower():
+                    raise RuntimeError(f"results stream is not chunked: {head.decode('latin-1')!r}")
+                self.chunks = Chunks()
+                self.reader._ready.set()
+            data, ranges = self.chunks.feed(data)
+            for lo, hi in ranges:
+                self.tail = self.reader._arrived(data, self.tail, lo, hi)
+            if self.chunks.done and not self.finished.done():
+                self.finished.set_result(None)
+        except Exception as e:  # noqa: BLE001 - the bench says why its reader stopped
+            if not self.finished.done():
+                self.finished.set_exception(e)
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+
 class Reader:
     """Counts result lines of one NDJSON results stream; records when each cumulative count was reached.
 
@@ -156,30 +244,58 @@ class Reader:
         self._want: list[int] = []
         self._ready = asyncio.Event()
 
-    def _feed(self, chunk: bytes, tail: bytes) -> bytes:
-        first = chunk.find(b"\n")
+    def _feed(self, data: bytes, tail: bytes, lo: int = 0, hi: int | None = None) -> bytes:
+        """Count the lines ``data[lo:hi]`` completes (``tail``: the start of a line the previous piece cut);
+        returns the start of the line this piece cuts."""
+        if hi is None:
+            hi = len(data)
+        first = data.find(b"\n", lo, hi)
         if first < 0:
-            return tail + chunk
-        if tail:                                      # the line that started in the previous chunk
-            self._count(tail + chunk[:first + 1], 0, first + 1 + len(tail))
+            return tail + data[lo:hi]
+        if tail:                                      # the line that started in the previous piece
+            whole = tail + data[lo:first + 1]
+            self._count(whole, 0, len(whole))
         else:
-            self._count(chunk, 0, first + 1)
-        last = chunk.rfind(b"\n")
+            self._count(data, lo, first + 1)
+        last = data.rfind(b"\n", lo, hi)
         if last > first:
-            self._count(chunk, first + 1, last + 1)
-        return chunk[last + 1:]
+            self._count(data, first + 1, last + 1)
+        return data[last + 1:hi]
 
     def _count(self, data: bytes, lo: int, hi: int) -> None:
-        n = data.count(b"\n", lo, hi)
-        special = data.count(b'{"heartbeat"', lo, hi)
-        if data.find(b'{"gap"', lo, hi) >= 0:
-            for line in data[lo:hi].split(b"\n"):
-                if line.startswith(b'{"gap"'):
-                    self.missed += json.loads(line)["gap"]["missed"]
-                    special += 1
-        self.lines += n - special
+        """The complete lines of ``data[lo:hi]``: element lines (``{"ts":...``, told apart by their third byte)
+        counted, gap lines' ``missed`` added up. numpy finds the line ends: ``bytes.count`` and ``bytes.find``
+        cost the client 0.65-1.3 ns a byte (180 ns a result line for the three scans this did before), which
+        it took from the two cores the server runs on."""
+        a = np.frombuffer(data, np.uint8, hi - lo, lo)
+        ends = np.flatnonzero(a == 10)
+        if not len(ends):
+            return
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        third = a[np.minimum(starts + 2, len(a) - 1)]
+        self.lines += int(np.count_nonzero(third == 0x74))          # "t": {"ts":...
+        odd = np.flatnonzero(third != 0x74)
+        for i in odd.tolist():
+            line = bytes(a[starts[i]:ends[i]])
+            if line.startswith(b'{"gap"'):
+                self.missed += json.loads(line)["gap"]["missed"]
 
-    async def run(self, url: str, qid: str) -> None:
+    def _arrived(self, data: bytes, tail: bytes, lo: int = 0, hi: int | None = None) -> bytes:
+        tail = self._feed(data, tail, lo, hi)
+        if self._want:
+            now = time.perf_counter()
+            while self._want and self.lines + self.missed >= self._want[0]:
+                self.marks.append((self._want.pop(0), now))
+        return tail
+
+    async def run(self, url: str, qid: str, kind: str = "raw") -> None:
+        """Read the stream until cancelled: with ``kind`` "raw", over a plain asyncio connection that decodes
+        the chunked transfer coding itself (``Chunks``); with "aiohttp", through aiohttp's client."""
+        if kind == "raw":
+            await self._run_raw(url, qid)
+            return
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
         async with aiohttp.ClientSession(timeout=timeout) as s:
             async with s.get(f"{url}/queries/{qid}/results?buffer=1000000") as r:
@@ -188,11 +304,18 @@ class Reader:
                 self._ready.set()
                 tail = b""
                 async for chunk in r.content.iter_any():
-                    tail = self._feed(chunk, tail)
-                    if self._want:
-                        now = time.perf_counter()
-                        while self._want and self.lines + self.missed >= self._want[0]:
-                            self.marks.append((self._want.pop(0), now))
+                    tail = self._arrived(chunk, tail)
+
+    async def _run_raw(self, url: str, qid: str) -> None:
+        host, port = url.rsplit("/", 1)[-1].rsplit(":", 1)
+        loop = asyncio.get_running_loop()
+        transport, sink = await loop.create_connection(lambda: _Sink(self, loop), host, int(port))
+        try:
+            transport.write(f"GET /queries/{qid}/results?buffer=1000000 HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                            f"Accept: application/x-ndjson\r\n\r\n".encode("ascii"))
+            await sink.finished
+        finally:
+            transport.close()
 
     def expect(self, cumulative: int) -> None:
         self._want.append(cumulative)
@@ -259,7 +382,7 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes], root: P
                 qid = (await r.json())["id"]
             out["query"] = await measure_blast(url, proc.pid, args, body)
         reader = Reader()
-        rtask = asyncio.create_task(reader.run(url, qid))
+        rtask = asyncio.create_task(reader.run(url, qid, args.reader))
         ready = asyncio.create_task(reader._ready.wait())
         await asyncio.wait({rtask, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
         if rtask.done():
@@ -387,7 +510,7 @@ async def main_async(args: argparse.Namespace) -> dict:
            "ratio_to_ingest_cpu_rounds": res["ratio_to_ingest_cpu_rounds"],
            "stages": {"ceiling": ceiling, **res["stages"]},
            "latency_ms": last["latency_ms"], "batch_rows": args.batch, "body_bytes": len(bodies[args.batch]),
-           "concurrency": args.concurrency, "fsync": args.fsync, "random_values": args.random_values,
+           "concurrency": args.concurrency, "fsync": args.fsync, "reader": args.reader, "random_values": args.random_values,
            "rounds": args.rounds, "e2e_missed": sum(r["e2e_missed"] for r in runs["this"]),
            "engine_slice_ms_max": last.get("engine_slice_ms_max"), "cpus": os.cpu_count(),
            "per_round": runs["this"]}
@@ -407,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fsync", default="group", choices=("always", "group", "never"))
     p.add_argument("--random-values", action="store_true",
                    help="random full-precision floats and 40-bit ints instead of small whole numbers")
+    p.add_argument("--reader", default="raw", choices=("raw", "aiohttp"),
+                   help="the NDJSON reader: a plain asyncio connection decoding the chunked coding itself "
+                        "(default), or aiohttp's client (the bench's reader before 2026-11-26)")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the dsms stages this many times, each on a fresh server; figures are medians")
     p.add_argument("--compare", metavar="TREE",
