@@ -32,16 +32,6 @@ KEEPALIVE_PROBES = ((getattr(socket, "TCP_KEEPIDLE", None), 60), (getattr(socket
 result reader whose machine lost power) is noticed after about two minutes instead of the kernel's two hours."""
 
 
-GIL_SWITCH_S = 0.0005
-"""How long a thread that wants the GIL waits before the running one must hand it over (CPython's default is
-5 ms). The archive's group commit fsyncs in a worker thread that needs the GIL back to report the fsync done;
-while the event loop thread is busy (encoding results for a reader, say), that thread waited up to 5 ms each
-time, which lengthened every commit and so the acknowledgement of every request waiting on it: with a results
-reader, ingest's throughput fell by more than the reader's CPU cost (docs/benchmarks.md, issue 15). A large
-body decoded in a worker thread (``web/handlers/common.py``) also gives the loop back every 0.5 ms instead of
-every 5."""
-
-
 class JsonErrorsHandler(RequestHandler):
     """aiohttp's connection handler with the errors raised before any route (a request line over 8,190 bytes, a
     header too long, a malformed request or method) answered as JSON like every other error (SPEC section 7),
@@ -101,7 +91,6 @@ async def serve(cfg: Config) -> int:
     HTTP API, then end result streams, stop the HTTP server and the Runtime. Returns the exit status; when
     it cannot start it prints one clear line on stderr and returns non-zero (``dsms serve``)."""
     keep_freed_memory()                      # web/malloc.py: no page faults for every result batch's buffers
-    sys.setswitchinterval(GIL_SWITCH_S)      # the fsync thread gets the GIL back quickly (GIL_SWITCH_S)
     rt = Runtime(cfg)
     try:
         await rt.start()
