@@ -126,7 +126,8 @@ async def wait_up(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> No
     raise TimeoutError("server did not start")
 
 
-async def blast(url: str, body: bytes, rows: int, seconds: float, concurrency: int) -> tuple[int, float]:
+async def blast(url: str, body: bytes, rows: int, seconds: float, concurrency: int,
+                stream: str = "s") -> tuple[int, float]:
     """Send ``body`` as fast as ``concurrency`` connections allow for ``seconds``; returns tuples acknowledged
     and the elapsed time."""
     sent = 0
@@ -136,7 +137,7 @@ async def blast(url: str, body: bytes, rows: int, seconds: float, concurrency: i
         async def worker():
             nonlocal sent
             while time.perf_counter() < stop_at:
-                async with s.post(url + "/streams/s/elements", data=body, headers=headers) as r:
+                async with s.post(f"{url}/streams/{stream}/elements", data=body, headers=headers) as r:
                     await r.read()
                     if r.status == 200:
                         sent += rows
@@ -402,6 +403,8 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes], root: P
         out["e2e"] = m.figures(reader.lines + reader.missed - base)
         out["e2e"]["acknowledged"] = sent
         out["e2e_missed"] = reader.missed
+        if args.interleave:
+            out["interleaved"] = await interleaved(url, proc.pid, args, body, reader)
         # latency at fixed offered rates: one batch every 10 ms
         out["latency_ms"] = {}
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as s:
@@ -454,6 +457,38 @@ async def dsms_bench(args: argparse.Namespace, bodies: dict[int, bytes], root: P
     return out
 
 
+async def interleaved(url: str, pid: int, args: argparse.Namespace, body: bytes, reader: Reader) -> dict:
+    """Ingest alone and end to end on the same server, alternately in slices of ``args.interleave`` seconds
+    (``--seconds`` of each in all): ingest alone is a second stream, ``s0``, that no query reads, so the two
+    stages share one process, its warm state and the machine's load of the same seconds, which the sequential
+    stages do not (their per-round ratios move by 0.3 or more with the load on this shared machine). An end-to-end
+    slice ends when the reader has every acknowledged tuple. Returns the totals of each kind and their ratios."""
+    async with aiohttp.ClientSession() as s:
+        async with s.post(url + "/cql", data="REGISTER STREAM s0 (k INT, v FLOAT, tag STRING) TIME ARRIVAL") as r:
+            assert r.status == 200, await r.text()
+    tot = {k: {"tuples": 0, "wall": 0.0, "server": 0.0, "client": 0.0} for k in ("ingest", "e2e")}
+    slices = max(1, round(args.seconds / args.interleave))
+    for _ in range(slices):
+        for kind, stream in (("ingest", "s0"), ("e2e", "s")):
+            base = reader.lines + reader.missed
+            with Meter(pid) as m:
+                sent, _ = await blast(url.rstrip("/"), body, args.batch, args.interleave, args.concurrency,
+                                      stream)
+                if kind == "e2e":
+                    await reader.until(base + sent, 60)
+            t = tot[kind]
+            t["tuples"] += sent
+            t["wall"] += m.wall
+            t["server"] += m.server_cpu or 0.0
+            t["client"] += m.client_cpu
+    out = {k: {"tps": round(t["tuples"] / t["wall"]), "tuples": t["tuples"],
+               "server_us_per_tuple": round(t["server"] * 1e6 / max(t["tuples"], 1), 3),
+               "client_us_per_tuple": round(t["client"] * 1e6 / max(t["tuples"], 1), 3)} for k, t in tot.items()}
+    out["ratio_tps"] = round(out["e2e"]["tps"] / out["ingest"]["tps"], 3)
+    out["ratio_cpu"] = round(out["ingest"]["server_us_per_tuple"] / out["e2e"]["server_us_per_tuple"], 3)
+    return out
+
+
 async def ceiling_bench(args: argparse.Namespace, body: bytes) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -484,7 +519,17 @@ def _summary(rounds: list[dict]) -> dict:
     tps_ratios = sorted(r["e2e"]["tps"] / r["ingest"]["tps"] for r in rounds if r["ingest"]["tps"])
     cpu_ratios = sorted(r["ingest"]["server_us_per_tuple"] / r["e2e"]["server_us_per_tuple"] for r in rounds
                         if r["ingest"].get("server_us_per_tuple") and r["e2e"].get("server_us_per_tuple"))
-    return {"stages": stages,
+    inter = [r["interleaved"] for r in rounds if "interleaved" in r]
+    out_inter = {}
+    if inter:
+        it = sorted(x["ratio_tps"] for x in inter)
+        ic = sorted(x["ratio_cpu"] for x in inter)
+        out_inter = {"interleaved_ratio_tps": it[len(it) // 2], "interleaved_ratio_cpu": ic[len(ic) // 2],
+                     "interleaved_ratio_tps_rounds": it, "interleaved_ratio_cpu_rounds": ic,
+                     "interleaved_server_us_per_tuple": {
+                         k: sorted(x[k]["server_us_per_tuple"] for x in inter)[len(inter) // 2]
+                         for k in ("ingest", "e2e")}}
+    return {"stages": stages, **out_inter,
             "ratio_to_ingest": round(tps_ratios[len(tps_ratios) // 2], 3) if tps_ratios else None,
             "ratio_to_ingest_cpu": round(cpu_ratios[len(cpu_ratios) // 2], 3) if cpu_ratios else None,
             "ratio_to_ingest_rounds": [round(x, 3) for x in tps_ratios],
@@ -513,9 +558,11 @@ async def main_async(args: argparse.Namespace) -> dict:
            "ratio_to_ingest": res["ratio_to_ingest"], "ratio_to_ingest_cpu": res["ratio_to_ingest_cpu"],
            "ratio_to_ingest_rounds": res["ratio_to_ingest_rounds"],
            "ratio_to_ingest_cpu_rounds": res["ratio_to_ingest_cpu_rounds"],
+           **{k: v for k, v in res.items() if k.startswith("interleaved")},
            "stages": {"ceiling": ceiling, **res["stages"]},
            "latency_ms": last["latency_ms"], "batch_rows": args.batch, "body_bytes": len(bodies[args.batch]),
-           "concurrency": args.concurrency, "fsync": args.fsync, "reader": args.reader, "random_values": args.random_values,
+           "concurrency": args.concurrency, "fsync": args.fsync, "reader": args.reader,
+           "random_values": args.random_values, "interleave_s": args.interleave,
            "rounds": args.rounds, "e2e_missed": sum(r["e2e_missed"] for r in runs["this"]),
            "engine_slice_ms_max": last.get("engine_slice_ms_max"), "cpus": os.cpu_count(),
            "per_round": runs["this"]}
@@ -538,6 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reader", default="raw", choices=("raw", "aiohttp"),
                    help="the NDJSON reader: a plain asyncio connection decoding the chunked coding itself "
                         "(default), or aiohttp's client (the bench's reader before 2026-11-26)")
+    p.add_argument("--interleave", type=float, default=0.0, metavar="S",
+                   help="also measure ingest alone (a stream no query reads) and end to end on the same server, "
+                        "alternately in slices of S seconds, --seconds of each in all")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the dsms stages this many times, each on a fresh server; figures are medians")
     p.add_argument("--compare", metavar="TREE",
@@ -561,6 +611,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{f.get('server_cpu_share', float('nan')):>12.2f}{f['client_cpu_share']:>12.2f}")
         print(f"{'ratio e2e / ingest only (tuples/s)':<34}{sec['ratio_to_ingest']:>12}")
         print(f"{'ratio e2e / ingest only (CPU)':<34}{sec['ratio_to_ingest_cpu']:>12}")
+        if "interleaved_ratio_tps" in sec:
+            us = sec["interleaved_server_us_per_tuple"]
+            print(f"{'interleaved: server us/tuple':<34}{'ingest ' + str(us['ingest']):>17}{'e2e ' + str(us['e2e']):>14}")
+            print(f"{'interleaved: ratio (tuples/s)':<34}{sec['interleaved_ratio_tps']:>12}  rounds "
+                  f"{sec['interleaved_ratio_tps_rounds']}")
+            print(f"{'interleaved: ratio (CPU)':<34}{sec['interleaved_ratio_cpu']:>12}  rounds "
+                  f"{sec['interleaved_ratio_cpu_rounds']}")
     print(f"{'ratio e2e / ceiling':<34}{out['ratio']:>12}")
     for rate, v in out["latency_ms"].items():
         print(f"{'latency @ ' + format(int(rate), ',') + '/s p50 / p99 ms':<34}{v['p50']:>7} /{v['p99']:>6}")
