@@ -152,9 +152,8 @@ async def blast(url: str, body: bytes, rows: int, seconds: float, concurrency: i
 
 class Chunks:
     """HTTP/1.1 chunked transfer decoding of a response body fed in pieces as they arrive (``feed`` returns
-    the payload bytes each piece completes; ``done`` once the last, empty chunk is seen). The bench's raw
-    reader uses it instead of aiohttp's client, whose per-read Python work costs the client 3-4x more CPU per
-    result byte on the two cores it shares with the server (docs/benchmarks.md)."""
+    where the payload is in each piece; ``done`` once the last, empty chunk is seen). The bench's raw reader
+    uses it to count lines in place in what the transport received, without a stream buffer between."""
 
     def __init__(self) -> None:
         self.left = 0            # payload bytes of the current chunk still to come
