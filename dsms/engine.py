@@ -986,12 +986,15 @@ class Engine:
         the policy: every operator is correct under any order of runs."""
         started = perf_counter()
         steps = 0
-        ops, feeds, where = self._run_plan()
+        cached = self._run_cache               # _run_plan's test, inlined: asked at every run
+        ops, feeds, where = cached[1] if cached is not None and cached[0] == self.ops else self._run_plan()
         waiting = [op.ready() for op in ops]
         if True in waiting:                    # else nothing to run: no pick, no step (issue 15: a cycle's end)
             steps = self._steps(ops, feeds, where, waiting, max_steps, deadline)
-        if max_steps is None and deadline is None and self.governor.armed():
-            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
+        if max_steps is None and deadline is None:
+            gov = self.governor                # ``armed`` first without a call: off unless it holds state or
+            if (gov.held or gov._knob_auto_kind) and gov.armed():      # switches on its own
+                gov.step()                     # in-process, a run to idle ends with the memory governor's step
         self.busy_seconds += perf_counter() - started
         return steps
 
@@ -1002,8 +1005,11 @@ class Engine:
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
+        fixed = None                           # the budget, when the policy gives every operator the same
         if policy is not None:
             pick, budget_of, on_ran = policy.pick, policy.budget, policy.on_ran
+            if getattr(policy, "same_budget", False):     # ``Policy.budget``: the knob, read once a run
+                fixed = policy.budget_items
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
             # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
@@ -1020,7 +1026,7 @@ class Engine:
                         break
                 continue
             op = ready[0] if len(ready) == 1 else pick(ready)
-            on_ran(op, op.run(budget_of(op)))
+            on_ran(op, op.run(budget_of(op) if fixed is None else fixed))
             steps += 1
             i = where[id(op)]                  # _after_run, inlined: one step of the loop costs 1-3 us
             waiting[i] = op.ready()
