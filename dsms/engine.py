@@ -1012,11 +1012,22 @@ class Engine:
                 fixed = policy.budget_items
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
-            # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
-            ready = [op for op in compress(ops, waiting)
-                     if (cap := op.output._knob_capacity) is None or op.output.tuples < cap]
-            if not ready:
+            waits = waiting.count(True)
+            if waits == 1 and policy is not None:    # the usual step: one operator has input, no pick to make
+                op = ops[waiting.index(True)]
+                out = op.output              # ``not op.output.full()``, inlined as below
+                if (cap := out._knob_capacity) is not None and out.tuples >= cap:
+                    break
+            elif not waits:
                 break
+            else:
+                # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
+                ready = [op for op in compress(ops, waiting)
+                         if (cap := op.output._knob_capacity) is None or op.output.tuples < cap]
+                if not ready:
+                    break
+                if policy is not None:
+                    op = ready[0] if len(ready) == 1 else pick(ready)
             if policy is None:
                 for op in ready:
                     op.run(budget)
@@ -1025,7 +1036,6 @@ class Engine:
                     if steps >= limit:
                         break
                 continue
-            op = ready[0] if len(ready) == 1 else pick(ready)
             on_ran(op, op.run(budget_of(op) if fixed is None else fixed))
             steps += 1
             i = where[id(op)]                  # _after_run, inlined: one step of the loop costs 1-3 us
