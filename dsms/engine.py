@@ -112,7 +112,13 @@ class Query:
         """Results as columnar batches (cheaper than ``drain`` for large outputs). A batch produced while
         the query is approximate carries it as ``batch.approx`` (exact ones: None)."""
         out = []
-        approx = self.approximation()
+        eng = self.engine
+        shedder = eng.shedder
+        if self.approx is None and eng._approx_sources.get(self.definition.id) == [] and not shedder.placed \
+                and not shedder.lingering:
+            approx = None          # ``approximation()``'s answer, without the calls: nothing upstream can be
+        else:                      # approximate and the query was exact (asked at every drain; issue 15)
+            approx = self.approximation()
         while True:
             item = self.reader.get()
             if item is None:
