@@ -292,3 +292,31 @@ def test_a_columnar_push_of_numpy_arrays_is_refused_naming_what_and_where(change
     eng.push("S", _good(), np.array([5, 6, 7, 8], dtype=np.int64))     # the stream takes good input after it
     eng.run()
     assert [e.ts for e in q.drain()] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_heartbeat_nobody_reads_moves_time_as_one_that_is_read():
+    """``Engine.heartbeat`` builds no heartbeat for a stream no query reads, only records its time (what
+    ``Queue.put`` keeps of it): frontier and the queue's last time are those of a stream that is read, and a
+    query registered afterwards takes its frontier from there (an instant the heartbeat passed is final)."""
+    read, unread = Engine(), Engine()
+    for eng in (read, unread):
+        eng.execute("REGISTER STREAM S (a INT)")
+        eng.execute("REGISTER STREAM T (a INT)")
+    q = read.execute("SELECT a FROM S")
+    for step in ([("push", 5), ("hb", 9), ("hb", 7), ("push", 9), ("hb", 12), ("hb", 12)]):
+        for eng in (read, unread):
+            if step[0] == "push":
+                eng.push("S", {"a": np.array([1], dtype=np.int64)}, np.array([step[1]], dtype=np.int64))
+            else:
+                eng.heartbeat(step[1])
+        for name in ("s", "t"):
+            a, b = read.sources[name], unread.sources[name]
+            assert (a.frontier, a.queue.last_ts) == (b.frontier, b.queue.last_ts), (step, name)
+    assert unread.sources["s"].queue.last_ts == 12 and not unread.sources["s"].queue._items
+    late = unread.execute("SELECT ISTREAM(COUNT(*) AS n) FROM S [RANGE 5]")
+    unread.push("S", {"a": np.array([1, 2], dtype=np.int64)}, np.array([12, 13], dtype=np.int64))
+    unread.heartbeat(20)
+    unread.run()
+    read.run()
+    assert [e.ts for e in q.drain()] == [5, 9]
+    assert [(e.ts, e.sign, e.row["n"]) for e in late.drain() if e.sign > 0][:2] == [(12, 1, 1), (13, 1, 2)]
