@@ -169,7 +169,7 @@ _FILLERS: dict[np.dtype, np.ndarray] = {}
 
 
 NAN = float("nan")
-STR_SAMPLE = 32      # strings looked at to estimate a string column's bytes (Batch.nbytes)
+STR_SAMPLE = 16      # strings looked at to estimate a string column's bytes (Batch.nbytes)
 
 
 def column_bytes(c: np.ndarray) -> int:

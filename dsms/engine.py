@@ -19,7 +19,16 @@ from control_tables import Knob, Registry
 from dsms import introspect
 from dsms.allocator import keep_freed_memory
 from dsms.approx import Approx, combine
-from dsms.batch import ApproxElement, Batch, Element, Heartbeat, filler_buffer, from_rows, insert_signs
+from dsms.batch import (
+    ApproxElement,
+    Batch,
+    Element,
+    Heartbeat,
+    column_bytes,
+    filler_buffer,
+    from_rows,
+    insert_signs,
+)
 from dsms.catalog import Catalog, QueryDef, RelationDef, StreamDef
 from dsms.config import ConfigError, load_config
 from dsms.cql import ast
@@ -103,7 +112,13 @@ class Query:
         """Results as columnar batches (cheaper than ``drain`` for large outputs). A batch produced while
         the query is approximate carries it as ``batch.approx`` (exact ones: None)."""
         out = []
-        approx = self.approximation()
+        eng = self.engine
+        shedder = eng.shedder
+        if self.approx is None and eng._approx_sources.get(self.definition.id) == [] and not shedder.placed \
+                and not shedder.lingering:
+            approx = None          # ``approximation()``'s answer, without the calls: nothing upstream can be
+        else:                      # approximate and the query was exact (asked at every drain; issue 15)
+            approx = self.approximation()
         while True:
             item = self.reader.get()
             if item is None:
@@ -177,6 +192,9 @@ class Source:
         self.unread_known: list[int | None] = []             # the batch's col_bytes: 0 for a filler
         self.unread_gen = -1
         self.unread_readers: list = []
+        self.row_bytes = 9                     # bytes a row of its batch holds outside the string columns read
+        self.string_read: list[int] = []       # the string columns read (sampled for their bytes)
+        self.stream = obj.kind == "stream"
 
 
 @dataclass
@@ -700,17 +718,26 @@ class Engine:
         """Append elements to a stream, all or nothing. ``rows`` is a list of dicts, or columnar
         ``{"col": [...]}``. ``ts`` is one timestamp for all rows or one per row, never decreasing."""
         src = self.sources.get(name.lower()) if type(name) is str else None
-        if src is None or src.obj.kind != "stream":
+        if src is None or not src.stream:
             src = self._source(name, "stream")     # raises, naming what is wrong
-        cols, n = self._convert(src, rows)
-        ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, str)     # also below the frontier
-        if n == 0:
-            return 0
-        self._advance(src, ts_arr)
-        if src.queue.has_readers():
-            src.queue.put(self._input_batch(src, ts_arr, cols, n))
+        got = src.check.push(rows, ts, src.frontier)     # numpy columns as stored: every check in one call
+        if got is None:                                   # the general checks, with their messages
+            cols, n = self._convert(src, rows)
+            ts_arr = check_timestamps(src.obj.name, ts, n, src.frontier, str)     # also below the frontier
+            if n == 0:
+                return 0
+        else:
+            cols, n, ts_arr = got
+        if src.first_ts is None:                 # _advance, inlined
+            src.first_ts = ts_arr.item(0)
+        src.frontier = last = ts_arr.item(-1)
+        src.elements_in += n
+        self.input_epoch += 1
+        q = src.queue
+        if q._readers:
+            q.put(self._input_batch(src, ts_arr, cols, n))
         else:                                     # validated all the same, but no batch is built for nobody
-            src.queue.put_unread(n, src.frontier)
+            q.put_unread(n, last)
         return n
 
     def prepare(self, name: str, rows: Sequence[Mapping] | Mapping[str, Sequence],
@@ -748,19 +775,33 @@ class Engine:
         this may change): a column that no reader of the queue reads (``columns_read``) is replaced by a
         ``filler`` of no bytes, so that it is neither counted nor kept (issue 15: the per-row cost of a
         stateless plan does not depend on the columns it does not read). A reader attached later starts after
-        this batch (``Queue.reader``), so it never sees a filler."""
+        this batch (``Queue.reader``), so it never sees a filler. Its byte count (``Batch.nbytes``) is set here
+        from the stream's layout: the numeric columns read are ``n`` times their item size, only the string
+        columns read are sampled; a filler shared by the unread columns of one dtype."""
         q = src.queue
         if src.unread_gen != self._plan_gen or src.unread_readers != q._readers:    # identity first, per item
             unread = unread_columns(q, self.ops, len(src.dtypes))
-            src.unread = [(j, filler_buffer(src.dtypes[j])) for j in unread]
+            groups: dict[np.dtype, list[int]] = {}
+            for j in unread:
+                groups.setdefault(src.dtypes[j], []).append(j)
+            src.unread = [(tuple(js), filler_buffer(dt)) for dt, js in groups.items()]
             src.unread_known = [0 if j in unread else None for j in range(len(src.dtypes))]
+            read = [j for j in range(len(src.dtypes)) if j not in unread]
+            src.row_bytes = 9 + sum(src.dtypes[j].itemsize for j in read if not src.dtypes[j].hasobject)
+            src.string_read = [j for j in read if src.dtypes[j].hasobject]
             src.unread_gen, src.unread_readers = self._plan_gen, list(q._readers)
         b = Batch(ts, insert_signs(n) if sign is None else sign, cols)
-        unread = src.unread
-        if unread:
-            for j, base in unread:       # ``filler``, inlined
-                cols[j] = base[:n] if n <= len(base) else np.broadcast_to(base[:1], (n,))
-            b.col_bytes = list(src.unread_known)
+        for js, base in src.unread:      # ``filler``, inlined
+            f = base[:n] if n <= len(base) else np.broadcast_to(base[:1], (n,))
+            for j in js:
+                cols[j] = f
+        known = list(src.unread_known)
+        total = n * src.row_bytes        # ts (8 bytes a row), sign (1) and the numeric columns read
+        for j in src.string_read:
+            known[j] = cb = column_bytes(cols[j])
+            total += cb
+        b.col_bytes = known
+        b._nbytes = total
         return b
 
     def _advance(self, src: Source, ts: np.ndarray) -> None:
@@ -880,9 +921,14 @@ class Engine:
         for src in targets:
             if src.frontier is None or ts > src.frontier:
                 src.frontier = ts
-                if hb is None:          # one (immutable) heartbeat for every input: 0.35 us a build
+                q = src.queue
+                if not q._readers:      # what ``put`` keeps of a heartbeat nobody reads: its time (inlined,
+                    if q.last_ts is None or ts > q.last_ts:     # with no heartbeat built: 0.5 us a build)
+                        q.last_ts = ts
+                    continue
+                if hb is None:          # one (immutable) heartbeat for every input
                     hb = Heartbeat(ts)
-                src.queue.put(hb)
+                q.put(hb)
 
     def frontier(self, name: str) -> int | None:
         """What input ``name`` has passed: no element below it may arrive (None before anything did)."""
@@ -951,12 +997,15 @@ class Engine:
         the policy: every operator is correct under any order of runs."""
         started = perf_counter()
         steps = 0
-        ops, feeds, where = self._run_plan()
+        cached = self._run_cache               # _run_plan's test, inlined: asked at every run
+        ops, feeds, where = cached[1] if cached is not None and cached[0] == self.ops else self._run_plan()
         waiting = [op.ready() for op in ops]
         if True in waiting:                    # else nothing to run: no pick, no step (issue 15: a cycle's end)
             steps = self._steps(ops, feeds, where, waiting, max_steps, deadline)
-        if max_steps is None and deadline is None and self.governor.armed():
-            self.governor.step()           # in-process, a run to idle ends with the memory governor's step
+        if max_steps is None and deadline is None:
+            gov = self.governor                # ``armed`` first without a call: off unless it holds state or
+            if (gov.held or gov._knob_auto_kind) and gov.armed():      # switches on its own
+                gov.step()                     # in-process, a run to idle ends with the memory governor's step
         self.busy_seconds += perf_counter() - started
         return steps
 
@@ -967,15 +1016,29 @@ class Engine:
         steps = 0
         policy = self.policy
         budget = self.config["batch_budget"]
+        fixed = None                           # the budget, when the policy gives every operator the same
         if policy is not None:
             pick, budget_of, on_ran = policy.pick, policy.budget, policy.on_ran
+            if getattr(policy, "same_budget", False):     # ``Policy.budget``: the knob, read once a run
+                fixed = policy.budget_items
         limit = math.inf if max_steps is None else max_steps
         while steps < limit:
-            # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
-            ready = [op for op in compress(ops, waiting)
-                     if (cap := op.output._knob_capacity) is None or op.output.tuples < cap]
-            if not ready:
+            waits = waiting.count(True)
+            if waits == 1 and policy is not None:    # the usual step: one operator has input, no pick to make
+                op = ops[waiting.index(True)]
+                out = op.output              # ``not op.output.full()``, inlined as below
+                if (cap := out._knob_capacity) is not None and out.tuples >= cap:
+                    break
+            elif not waits:
                 break
+            else:
+                # ``not op.output.full()``, inlined: the capacity knob's slot, None unless a capacity was set
+                ready = [op for op in compress(ops, waiting)
+                         if (cap := op.output._knob_capacity) is None or op.output.tuples < cap]
+                if not ready:
+                    break
+                if policy is not None:
+                    op = ready[0] if len(ready) == 1 else pick(ready)
             if policy is None:
                 for op in ready:
                     op.run(budget)
@@ -984,8 +1047,7 @@ class Engine:
                     if steps >= limit:
                         break
                 continue
-            op = ready[0] if len(ready) == 1 else pick(ready)
-            on_ran(op, op.run(budget_of(op)))
+            on_ran(op, op.run(budget_of(op) if fixed is None else fixed))
             steps += 1
             i = where[id(op)]                  # _after_run, inlined: one step of the loop costs 1-3 us
             waiting[i] = op.ready()

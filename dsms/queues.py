@@ -55,7 +55,7 @@ class Queue(Entity):
             if n == 0:
                 return
             self.tuples_in += n
-            last = int(item.ts[-1])
+            last = item.ts.item(-1)
         else:
             if self.last_ts is not None and item.ts <= self.last_ts:
                 return                       # adds no information

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,10 @@ DTYPES = {
 }
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 TS_LIMIT = 2**62
+
+
+_INT64 = np.dtype(np.int64)
+_dtype_of, _shape_of = attrgetter("dtype"), attrgetter("shape")
 
 
 def _extremes(v: np.ndarray) -> tuple[int, int]:
@@ -231,7 +236,7 @@ class ColumnCheck:
     columns spent 10-20 us in the general checks, each column's type name upper-cased and looked up again on
     every call). ``exact`` accepts only what ``typed_columns`` would return unchanged, so the two agree."""
 
-    __slots__ = ("index", "dtypes", "ts_cols", "width", "names")
+    __slots__ = ("index", "dtypes", "ts_cols", "width", "names", "arrays")
 
     def __init__(self, schema: Sequence[tuple[str, str]]) -> None:
         self.index = {c: j for j, (c, _) in enumerate(schema)}
@@ -239,6 +244,38 @@ class ColumnCheck:
         self.ts_cols = [j for j, (_, t) in enumerate(schema) if t.upper() == TIMESTAMP]
         self.width = len(schema)
         self.names = tuple(c for c, _ in schema)
+        self.arrays = [np.ndarray] * len(schema)      # what ``map(type, columns)`` gives for exact columns
+
+    def push(self, cols: Any, ts: Any, frontier: int | None) -> tuple[list[np.ndarray], int, np.ndarray] | None:
+        """``exact`` and ``check_timestamps``'s fast path in one call, for a columnar push of numpy arrays: the
+        columns, the row count and ``ts``, when ``cols`` is exact (as ``exact`` says), and ``ts`` an int64 array
+        of one timestamp per row, never decreasing, within range and not below ``frontier``, with at least one
+        row; otherwise None, and the caller takes the general path (``exact``, then ``check_timestamps``, with
+        their messages). The checks are the same; the per-column ones are passes of ``map`` compared as lists
+        (identity first) instead of a Python loop per column (issue 15: a NEXMark push cycle's three pushes
+        checked 25 columns and four TIMESTAMP columns, 7-10 us of a cycle of 45)."""
+        if type(cols) is not dict or not cols or len(cols) != self.width or tuple(cols) != self.names:
+            return None
+        out = list(cols.values())
+        if list(map(type, out)) != self.arrays or list(map(_dtype_of, out)) != self.dtypes:
+            return None
+        if type(ts) is not np.ndarray or ts.dtype is not _INT64:
+            return None
+        shape = ts.shape
+        if len(shape) != 1 or not shape[0] or list(map(_shape_of, out)).count(shape) != self.width:
+            return None
+        for j in self.ts_cols:                  # _extremes, inlined
+            v = out[j]
+            if v.item(v.argmin()) < -TS_LIMIT or v.item(v.argmax()) > TS_LIMIT:
+                return None
+        if shape[0] > 1:                        # _descends, inlined
+            back = ts[1:] < ts[:-1]
+            if back.item(back.argmax()):
+                return None
+        lo, hi = ts.item(0), ts.item(-1)        # in order: the ends are the extremes
+        if lo < -TS_LIMIT or hi > TS_LIMIT or (frontier is not None and lo < frontier):
+            return None
+        return out, shape[0], ts
 
     def exact(self, cols: Any) -> tuple[list[np.ndarray], int] | None:
         """``cols`` as the schema's columns and the row count, when it is a dict holding every column under its

@@ -167,6 +167,14 @@ class Policy(Entity, ABC):
     picks = Stat(int, default=0, unit="picks", doc="scheduling decisions made")
     runs = Stat(int, default=0, unit="runs", doc="operator runs reported through on_ran")
 
+    #: whether the class keeps ``Policy.budget`` (the ``budget`` knob for every operator): the engine then reads
+    #: the knob once per ``run`` instead of calling ``budget`` before every operator run (set per class)
+    same_budget: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.same_budget = cls.budget is Policy.budget
+
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)
         self.topology = Topology([])

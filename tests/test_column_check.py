@@ -203,3 +203,120 @@ def test_a_heartbeat_takes_a_timestamp_as_to_ticks_decides(value):
         with pytest.raises(InputError, match="heartbeat: timestamp"):
             eng.heartbeat(value)
         assert eng.frontier("S") is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(columns(), st.lists(st.sampled_from([0, 1, 2, 5, -5, TS_LIMIT, -TS_LIMIT, TS_LIMIT + 1, -(2**63)]),
+                           max_size=7),
+       st.sampled_from([np.int64, np.int32, np.float64, list]), st.sampled_from([None, -TS_LIMIT, 0, 2]))
+def test_the_push_check_accepts_what_the_two_checks_accept(cols, stamps, kind, frontier):
+    """``ColumnCheck.push`` (the columns and the timestamps of a columnar push checked in one call) accepts
+    exactly what ``exact`` then ``check_timestamps`` would accept on their fast paths, returning the same
+    columns, row count and timestamps; when it declines, ``Engine.push`` takes the general path, whose verdict
+    is the one the push gives (checked in the test below)."""
+    from dsms.types import check_timestamps
+    ts = list(stamps) if kind is list else np.array(stamps).astype(kind)
+    check = ColumnCheck(SCHEMA)
+    got = check.push(cols, ts, frontier)
+    fast = check.exact(cols)
+    want = None
+    if fast is not None and type(ts) is np.ndarray and ts.dtype == np.int64 and fast[1] and len(ts) == fast[1]:
+        try:
+            want = fast[0], fast[1], check_timestamps("S", ts, fast[1], frontier)
+        except InputError:
+            want = None
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and got[1] == want[1] and got[2] is ts
+    assert all(g is w for g, w in zip(got[0], want[0], strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(columns(), st.lists(st.sampled_from([0, 1, 2, 5, -5, TS_LIMIT, TS_LIMIT + 1]), max_size=7),
+       st.booleans())
+def test_a_columnar_push_gives_the_verdict_of_the_general_checks(cols, stamps, pushed_before):
+    """Whatever path ``Engine.push`` takes, a push of numpy columns is accepted exactly when the general checks
+    (``typed_columns``, then ``check_timestamps``) accept it, stores the same values, and a refusal is an
+    ``InputError`` that leaves the stream as it was (frontier and counters)."""
+    from dsms.types import check_timestamps
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT, b FLOAT, s STRING, t TIMESTAMP, ok BOOLEAN)")
+    q = eng.execute("SELECT * FROM S")
+    frontier = None
+    if pushed_before:
+        eng.push("S", [{"a": 1, "b": 1.0, "s": "x", "t": 0, "ok": True}], 2)
+        frontier = 2
+    ts = np.array(stamps, dtype=np.int64)
+    try:
+        want_cols, n = typed_columns(SCHEMA, cols=cols)
+        want_ts = check_timestamps("S", ts, n, frontier)
+    except InputError:
+        with pytest.raises(InputError):
+            eng.push("S", cols, ts)
+        assert eng.frontier("S") == frontier and eng.sources["s"].elements_in == (1 if pushed_before else 0)
+        return
+    assert eng.push("S", cols, ts) == n
+    eng.heartbeat(TS_LIMIT)
+    eng.run()
+    got = q.drain()[1 if pushed_before else 0:]          # the earlier push's element first (its ts is the least)
+    assert [e.ts for e in got] == want_ts.tolist()
+    for j, (c, _) in enumerate(SCHEMA):
+        assert [e.row[c] for e in got] == want_cols[j].tolist()
+
+
+def _good(n: int = 4) -> dict:
+    return {"a": np.arange(n, dtype=np.int64), "b": np.arange(n) / 2, "s": np.array(["x"] * n, dtype=object),
+            "t": np.arange(n, dtype=np.int64), "ok": np.arange(n) % 2 == 0}
+
+
+@pytest.mark.parametrize("change, ts, match, index", [
+    ({"t": np.array([0, 1, TS_LIMIT + 1, 3], dtype=np.int64)}, [5, 6, 7, 8], "element 2: column 't'.*out of range", 2),
+    ({"s": np.array(["x"] * 3, dtype=object)}, [5, 6, 7, 8], "column 's' has 3 values, others have 4", None),
+    ({"a": np.array([1.5, 2, 3, 4])}, [5, 6, 7, 8], "element 0: column 'a'", 0),
+    ({}, [5, 7, 6, 8], "timestamp 6 goes backwards", 2),
+    ({}, [3, 6, 7, 8], "timestamp 3 is below what 'S' has already passed", 0),
+    ({}, [5, 6, 7], "4 rows but 3 timestamps", None),
+])
+def test_a_columnar_push_of_numpy_arrays_is_refused_naming_what_and_where(change, ts, match, index):
+    """The one-call check of a numpy push (``ColumnCheck.push``) declines bad input; the push then refuses it
+    with the general path's message and element index, and nothing of it is taken."""
+    eng = Engine()
+    eng.execute("REGISTER STREAM S (a INT, b FLOAT, s STRING, t TIMESTAMP, ok BOOLEAN)")
+    q = eng.execute("SELECT a FROM S")
+    eng.push("S", _good(), np.arange(1, 5, dtype=np.int64))
+    with pytest.raises(InputError, match=match) as e:
+        eng.push("S", {**_good(), **change}, np.array(ts, dtype=np.int64))
+    assert e.value.index == index
+    assert eng.frontier("S") == 4 and eng.sources["s"].elements_in == 4
+    eng.push("S", _good(), np.array([5, 6, 7, 8], dtype=np.int64))     # the stream takes good input after it
+    eng.run()
+    assert [e.ts for e in q.drain()] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_heartbeat_nobody_reads_moves_time_as_one_that_is_read():
+    """``Engine.heartbeat`` builds no heartbeat for a stream no query reads, only records its time (what
+    ``Queue.put`` keeps of it): frontier and the queue's last time are those of a stream that is read, and a
+    query registered afterwards takes its frontier from there (an instant the heartbeat passed is final)."""
+    read, unread = Engine(), Engine()
+    for eng in (read, unread):
+        eng.execute("REGISTER STREAM S (a INT)")
+        eng.execute("REGISTER STREAM T (a INT)")
+    q = read.execute("SELECT a FROM S")
+    for step in ([("push", 5), ("hb", 9), ("hb", 7), ("push", 9), ("hb", 12), ("hb", 12)]):
+        for eng in (read, unread):
+            if step[0] == "push":
+                eng.push("S", {"a": np.array([1], dtype=np.int64)}, np.array([step[1]], dtype=np.int64))
+            else:
+                eng.heartbeat(step[1])
+        for name in ("s", "t"):
+            a, b = read.sources[name], unread.sources[name]
+            assert (a.frontier, a.queue.last_ts) == (b.frontier, b.queue.last_ts), (step, name)
+    assert unread.sources["s"].queue.last_ts == 12 and not unread.sources["s"].queue._items
+    late = unread.execute("SELECT ISTREAM(COUNT(*) AS n) FROM S [RANGE 5]")
+    unread.push("S", {"a": np.array([1, 2], dtype=np.int64)}, np.array([12, 13], dtype=np.int64))
+    unread.heartbeat(20)
+    unread.run()
+    read.run()
+    assert [e.ts for e in q.drain()] == [5, 9]
+    assert [(e.ts, e.sign, e.row["n"]) for e in late.drain() if e.sign > 0][:2] == [(12, 1, 1), (13, 1, 2)]

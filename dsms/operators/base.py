@@ -126,7 +126,7 @@ class Operator(Entity):
                 if type(item) is Batch:
                     ts = item.ts
                     rows_in += len(ts)
-                    last = int(ts[-1])
+                    last = ts.item(-1)
                     if last > frontiers[0]:
                         frontiers[0] = last
                     self.last_ts = last
@@ -151,7 +151,7 @@ class Operator(Entity):
                 done += 1
                 if type(item) is Batch:
                     rows_in += len(item.ts)
-                    last = int(item.ts[-1])
+                    last = item.ts.item(-1)
                     if last > frontiers[i]:
                         frontiers[i] = last
                     self.last_ts = last

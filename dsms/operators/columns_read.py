@@ -3,8 +3,10 @@ carry (and count the bytes of) a column no reader looks at (issue 15: Bid's thre
 fifth of its time per push though no query read them).
 
 Only operators whose reads are plain to see are narrowed: a selection that keeps some columns (its
-predicate's columns and those it keeps), a projection (the columns its expressions and copies read) and a
-join running a projection fused below a window on that input (the columns the projection copies). Any other
+predicate's columns and those it keeps), a projection (the columns its expressions and copies read), a
+join running a projection fused below a window on that input (the columns the projection copies) and a
+tumbling window joined with its own extreme (``WindowExtremeJoinOp``: the columns it picks, which hold the
+compared one; its other conjuncts read the joined row, made of those and the extreme). Any other
 reader, an operator of another kind or a query's own reader, reads every column: when in doubt, all.
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from dsms.operators.join import JoinOp
 from dsms.operators.project import ProjectOp
 from dsms.operators.select import SelectOp
+from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 
 _POSITION = re.compile(r"\$(\d+)")
 
@@ -63,6 +66,8 @@ def columns_read(op, side: int) -> set[int] | None:
         p = op.projects[side]
         if p is not None and type(p) is ProjectOp and all(isinstance(e, int) for e in p.exprs):
             return set(p.exprs)
+    if t is WindowExtremeJoinOp:
+        return set(op.picks)
     return None
 
 

@@ -234,6 +234,8 @@ class ToStreamOp(NettingOperator):
         self.needs_rows = op == "RSTREAM"
         self.eager = eager and op == "ISTREAM"
         self.drop_all = eager and op == "DSTREAM"     # a relation that never deletes has an empty DSTREAM
+        if self.eager and len(inputs) == 1:
+            self._frontier_noop = True    # nothing is ever buffered: ``run`` skips ``on_frontier`` (issue 15)
 
 
     def on_batch(self, i: int, batch: Batch) -> None:
