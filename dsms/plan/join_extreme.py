@@ -22,8 +22,9 @@ output is net, as an aggregate's is.
 What is checked on the plan, never assumed (``join_extreme``): the node is an ``Aggregate`` with a GROUP BY,
 every aggregate a MAX or MIN without DISTINCT over an INT or TIMESTAMP column (a total order with exact
 equality: no NaN, no -0.0), every group column INT or TIMESTAMP; its child is a ``Join`` with at least one equi-
-join key, or a ``Filter`` (projection pushdown's ``keep`` included) directly over one; both join inputs are
-``monotone``; every group column comes from one input. The aggregated columns may come from either input. The
+join key, or a ``Filter`` (projection pushdown's ``keep`` included) directly over one, either of them under
+projections of plain columns only (a reordering); both join inputs are ``monotone``; every group column comes
+from one input. The aggregated columns may come from either input. The
 planner also leaves a join alone that another query's build already holds (``PhysicalPlanner._join_extreme``):
 that build is shared as it is. Anything else is planned as a join and an aggregate.
 """
@@ -85,6 +86,13 @@ def join_extreme(node) -> JoinExtreme | None:
     if not isinstance(node, L.Aggregate) or not node.group:
         return None
     child, keep, pred = node.child, None, None
+    picks = list(range(len(child.types)))           # the aggregate's input columns, as columns of ``child``
+    while isinstance(child, L.Project):             # projections of plain columns: followed through
+        refs = [e.name for e in child.exprs if isinstance(e, ast.ColumnRef) and e.name.startswith("$")]
+        if len(refs) != len(child.exprs):
+            return None
+        picks = [int(refs[c][1:]) for c in picks]
+        child = child.child
     if isinstance(child, L.Filter) and isinstance(child.child, L.Join):
         keep, pred, child = child.keep, child.predicate, child.child
     if not isinstance(child, L.Join) or not child.left_keys or not child.monotone:
@@ -93,6 +101,7 @@ def join_extreme(node) -> JoinExtreme | None:
         pred = child.predicate if pred is None else ast.BinaryOp("AND", child.predicate, pred)
 
     def joined(c: int) -> int:
+        c = picks[c]
         return c if keep is None else keep[c]
     types = child.types
     width = len(child.left.types)
