@@ -4,11 +4,13 @@ Source: digest-004 R-PLAN-06 (MIN/MAX keep their window only because a delete ma
 SPEC section 3 (an instant's result is final once every input has passed it; changes that cancel within an
 instant emit nothing). Over rows that are never deleted a group's extreme only ever improves, so the state is
 one running extreme per group and aggregate, and a row can change the answer only if it beats the extreme
-committed so far (or founds its group): ``offer`` keeps those rows alone, ``finish`` folds the kept rows of the
-instants now final, and emits, per (instant, group) whose row changed, its old row as a delete and its new row
-as an insert, in (instant, group id) order: what ``extreme_inserts.py`` emits for the same rows, with the group
-ids given (``GroupTable``) instead of found per row. The extremes committed are those of the instants before
-every row still held, so a row dropped by ``offer`` is below (MIN: above) the extreme at its own instant too.
+committed so far (or founds its group): ``offer`` keeps those rows alone (after a batch of which nearly every
+row passed, it keeps the next few whole: dropping rows saves work, keeping them is exact). ``finish`` folds the
+kept rows of the instants now final, and emits, per (instant, group) whose row changed, its old row as a delete
+and its new row as an insert, in (instant, group id) order: what ``extreme_inserts.py`` emits for the same
+rows, with the group ids given (``GroupTable``) instead of found per row. The extremes committed are those of
+the instants before every row still held, so a row dropped by ``offer`` is below (MIN: above) the extreme at
+its own instant too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.sort_order import stable_argsort
 
 I64 = np.int64
+SKIP = 8            # batches kept whole after one whose rows nearly all passed the filter (it costs a gather)
 
 
 class GroupTable:
@@ -94,6 +97,7 @@ class ExtremeFold:
         self.best = [np.zeros(64, dtype=I64) for _ in funcs]
         self.has = np.zeros(64, dtype=bool)          # the group has a value (its first row has been folded)
         self.held: list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]] = []
+        self.skip = 0                                # batches ``offer`` keeps whole before it filters again
 
     def nbytes(self) -> int:
         held = sum(t.nbytes + g.nbytes + sum(v.nbytes for v in vs) for t, g, vs in self.held)
@@ -126,14 +130,19 @@ class ExtremeFold:
             return
         self._cover(self.groups.n)
         vals = [v.astype(I64, copy=False) for v in vals]
+        if self.skip:                                  # the last batches kept nearly every row: not asked
+            self.skip -= 1
+            self.held.append((ts, gid, vals))
+            return
         keep = ~self.has[gid]
         for mx, b, v in zip(self.want_max, self.best, vals):
             keep |= (v > b[gid]) if mx else (v < b[gid])
-        if keep.all():
-            self.held.append((ts, gid, vals))
-            return
         at = np.flatnonzero(keep)
-        if len(at):
+        if len(at) >= 0.9 * len(ts):                   # groups found and raised within one batch (q4 at
+            self.skip = SKIP                           # 10,000 events a push): filtering pays nothing
+        if len(at) == len(ts):
+            self.held.append((ts, gid, vals))
+        elif len(at):
             self.held.append((ts[at], gid[at], [v[at] for v in vals]))
 
     def finish(self, f: int) -> Batch | None:
