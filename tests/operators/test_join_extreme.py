@@ -176,3 +176,19 @@ def test_q4_answers_as_the_plain_loop():
     for per in (700, 5_000):
         _, out = nm.run_dsms(q, ev, 30_000, per, w)
         assert nm.canonical_dsms(q, out) == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["q4_view", "q4_avg_over_view", "min_and_max_no_band"]),
+       two_stream_actions(row_a, row_b, max_steps=16, max_rows=6))
+def test_releases_cut_by_a_tiny_pair_budget_answer_as_the_reference_says(shape, acts):
+    """With a pair budget of 3 the join applies a release in prefixes over several runs, forwarding its
+    frontier only up to the first instant not fully applied: the fold must hold that instant's pairs."""
+    import dsms.operators.join as join_mod
+
+    saved, join_mod.PAIR_BUDGET = join_mod.PAIR_BUDGET, 3
+    try:
+        views, query = SHAPES[shape]
+        check_query(CATALOG + views, query, *acts)
+    finally:
+        join_mod.PAIR_BUDGET = saved
