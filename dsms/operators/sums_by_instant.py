@@ -56,7 +56,7 @@ def fold(op, batch: Batch) -> bool:
     vals = {}
     for a in op.sum_cols:
         v = batch.cols[a]
-        top = float(np.abs(v).max())
+        top = max(-float(v.min()), float(v.max()))      # (np.abs(-2**63) wraps to itself)
         if op.sums[a].dtype == object or top * n >= EXACT:
             return False
         vals[a] = (v, top * n)
@@ -78,7 +78,7 @@ def fold(op, batch: Batch) -> bool:
     sums = {}
     for a, d in dsum.items():
         base = op.sums[a][g]
-        if float(np.abs(base).max()) + vals[a][1] >= 2.0**62:
+        if max(-float(base.min()), float(base.max())) + vals[a][1] >= 2.0**62:
             return False                                # (new groups keep count 0: as the general path)
         d = d.reshape(k, span)[:, rel]
         sums[a] = (base + np.cumsum(d, axis=0), d)

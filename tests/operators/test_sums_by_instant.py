@@ -94,6 +94,8 @@ def test_it_declines_past_its_bounds_and_the_general_path_answers():
     assert not sums_by_instant.fold(op, far)                  # keys too far apart for the cells
     huge = Batch(np.array([1, 2]), np.array([1, 1], dtype=np.int8), [np.array([0, 0]), np.array([2**53, 1])])
     assert not sums_by_instant.fold(op, huge)                 # a float64 sum would round
+    low = Batch(np.array([1]), np.array([1], dtype=np.int8), [np.array([0]), np.array([-2**63])])
+    assert not sums_by_instant.fold(op, low)                  # |INT64_MIN| itself is past the bound
     op.process(huge)                                          # the general path, exact
     [out] = _drain(op)
     # the group founded at 1 with 2**53, then at 2 its old row out and (2**53 + 1) / 2 in
