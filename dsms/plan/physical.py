@@ -120,9 +120,14 @@ class PhysicalPlanner:
         """A grouped MAX/MIN over a join whose inputs never delete as one node (``dsms/plan/join_extreme.py``
         checks the facts), unless a build of that join (or of the selection over it) exists: it is then shared."""
         shape = join_extreme(node) if isinstance(node, L.Aggregate) else None
-        if shape is None or shape.join in self.memo or node.child in self.memo:
+        if shape is None:
             return None
-        return shape
+        below = node.child                       # the projections, the selection and the join it stands for
+        while below is not shape.join:
+            if below in self.memo:
+                return None
+            below = below.child
+        return None if shape.join in self.memo else shape
 
     def _JoinExtreme(self, node: JoinExtreme, qid):
         """The join and the grouped MAX/MIN above it as one ``JoinExtremeOp`` (``dsms/plan/join_extreme.py``),

@@ -196,3 +196,15 @@ def test_releases_cut_by_a_tiny_pair_budget_answer_as_the_reference_says(shape, 
         check_query(CATALOG + views, query, *acts)
     finally:
         join_mod.PAIR_BUDGET = saved
+
+
+def test_a_selection_another_query_already_reads_is_shared_and_not_folded():
+    """The band join's pairs registered first (the selection fused into its join): an aggregate over the very
+    same selection, reordered by a projection, shares that build instead of folding a join of its own; one
+    over the selection narrowed otherwise (another node) folds its own."""
+    eng = _engine()
+    eng.execute(f"SELECT X.id, X.c, Y.p FROM {U} WHERE {BAND}")
+    eng.execute(f"SELECT X.c, X.id, MAX(Y.p) AS m FROM {U} WHERE {BAND} GROUP BY X.c, X.id")
+    assert not _folds(eng) and [op.kind for op in eng.ops].count("join") == 1
+    eng.execute(f"SELECT Y.p, MAX(X.c) AS m FROM {U} WHERE {BAND} GROUP BY Y.p")
+    assert len(_folds(eng)) == 1
