@@ -12,6 +12,7 @@ from dsms.operators.aggregate import AggregateOp
 from dsms.operators.base import Operator
 from dsms.operators.distinct import DistinctOp
 from dsms.operators.join import JoinOp
+from dsms.operators.join_extreme import JoinExtremeOp
 from dsms.operators.netting import ChangelogOp, ToStreamOp
 from dsms.operators.partition_window import PartitionWindowOp
 from dsms.operators.project import ProjectOp
@@ -34,8 +35,8 @@ from synopses.shared_store import SharedWindowStore
 from synopses.state import RowStateSynopsis
 
 OPERATORS = (SelectOp, ProjectOp, SampleOp, RangeWindowOp, RowWindowOp, PartitionWindowOp, JoinOp,
-             SemiJoinOp, WindowExtremeJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp, ToStreamOp,
-             ChangelogOp, SnapshotOp)
+             JoinExtremeOp, SemiJoinOp, WindowExtremeJoinOp, VectorAggregateOp, AggregateOp, DistinctOp, SetOpOp,
+             ToStreamOp, ChangelogOp, SnapshotOp)
 SYNOPSES = (WindowSynopsis, SharedWindowStore, SortedRunIndexSynopsis, AppendIndexSynopsis, RelationSynopsis,
             StateSynopsis, RowStateSynopsis)
 

@@ -14,6 +14,7 @@ from dsms.cql import ast
 from dsms.errors import SchemaError
 from dsms.plan import logical as L
 from dsms.plan.binder import Binder
+from dsms.plan.join_extreme import join_extreme
 from dsms.plan.labels import explain_logical
 from dsms.plan.rules import optimize
 from dsms.plan.rules.share_join_prefix import share_join_prefix
@@ -109,7 +110,11 @@ def explain(engine, stmt: ast.Explain) -> dict[str, Any]:
 
 def _planned_as(node) -> str:
     """What EXPLAIN adds to a node the physical planner builds as another operator than its own: a tumbling
-    window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py)."""
+    window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py), a grouped
+    MAX or MIN over a join whose inputs never delete is folded into it (dsms/plan/join_extreme.py)."""
     if isinstance(node, L.Join) and window_extreme(node) is not None:
         return " [built as one window_extreme_join: rows at the window's extreme only]"
+    if isinstance(node, L.Aggregate) and join_extreme(node) is not None:
+        # (dsms/plan/join_extreme.py; unless a build of that join is shared, which EXPLAIN cannot see here)
+        return " [folded into the join below: one join_extreme]"
     return ""

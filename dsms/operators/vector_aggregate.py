@@ -25,7 +25,7 @@ import numpy as np
 
 from control_tables import Stat
 from dsms.batch import Batch
-from dsms.operators import extreme_inserts
+from dsms.operators import extreme_inserts, sums_by_instant
 from dsms.operators.base import FinalInstantsOperator
 from dsms.operators.int_sums import fits, report
 from dsms.queues import Queue
@@ -97,6 +97,7 @@ class VectorAggregateOp(FinalInstantsOperator):
         self.synopses = [StateSynopsis("group table", self._groups_live, self._state_bytes)]
         self._moments: dict[int, list[float]] = {}  # per SUM/AVG argument: decayed n, sum, sum of squares
         self.counts_only = all(f == "COUNT" for f, _, _ in aggs)    # ``_counts_by_instant`` may apply
+        self.lean_sums = sums_by_instant.applies(self)     # by (instant, group) cells (sums_by_instant.py)
 
     def on_batch(self, i: int, batch: Batch) -> None:
         super().on_batch(i, batch)
@@ -228,6 +229,8 @@ class VectorAggregateOp(FinalInstantsOperator):
             return
         if self.counts_only and n and self.int_ids is not None \
                 and self._counts_by_instant(batch, batch.cols[self.group[0]].astype(np.int64, copy=False), True):
+            return
+        if self.lean_sums and n and sums_by_instant.fold(self, batch):
             return
         gid = self._gids(batch)
         if self.counts_only and n and self._counts_by_instant(batch, gid, False):

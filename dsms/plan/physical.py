@@ -19,6 +19,7 @@ from dsms.operators.aggregate import AggregateOp
 from dsms.operators.base import Operator
 from dsms.operators.distinct import DistinctOp
 from dsms.operators.join import JoinOp
+from dsms.operators.join_extreme import JoinExtremeOp, widened
 from dsms.operators.netting import ChangelogOp, ToStreamOp
 from dsms.operators.partition_window import PartitionWindowOp
 from dsms.operators.project import ProjectOp
@@ -34,8 +35,9 @@ from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 from dsms.plan import logical as L
 from dsms.plan.arg_extreme import arg_extreme
 from dsms.plan.binder import conjuncts, type_resolver
+from dsms.plan.join_extreme import JoinExtreme, join_extreme
 from dsms.plan.labels import named_label
-from dsms.plan.rules.push_projection_down import narrow, unnarrow
+from dsms.plan.rules.push_projection_down import _remap, narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
 from dsms.plan.window_extreme import WindowExtreme, window_extreme
 from dsms.queues import Queue
@@ -89,7 +91,7 @@ class PhysicalPlanner:
             queue = self._share_narrowed(node, query_id)
             if queue is not None:
                 return queue
-        fused = self._filtered_join(node)
+        fused = self._filtered_join(node) or self._join_extreme(node)
         if fused is not None:
             return self._record(node, self.build(fused, query_id), None, query_id, via=fused)
         make = getattr(self, "_" + type(node).__name__)
@@ -113,6 +115,58 @@ class PhysicalPlanner:
 
     def _FilteredJoin(self, node: L.FilteredJoin, qid):
         return self._Join(node.join, qid, node.predicate, node.keep)
+
+    def _join_extreme(self, node) -> JoinExtreme | None:
+        """A grouped MAX/MIN over a join whose inputs never delete as one node (``dsms/plan/join_extreme.py``
+        checks the facts), unless a build of that join (or of the selection over it) exists: it is then shared."""
+        shape = join_extreme(node) if isinstance(node, L.Aggregate) else None
+        if shape is None:
+            return None
+        below = node.child                       # the projections, the selection and the join it stands for
+        while below is not shape.join:
+            if below in self.memo:
+                return None
+            below = below.child
+        return None if shape.join in self.memo else shape
+
+    def _JoinExtreme(self, node: JoinExtreme, qid):
+        """The join and the grouped MAX/MIN above it as one ``JoinExtremeOp`` (``dsms/plan/join_extreme.py``),
+        built as ``_Join`` builds a join whose inputs never delete, the band's lazy index included. The group
+        side's rows carry their group id as one more column, so the predicate is compiled over the columns
+        renumbered for it."""
+        join, side = node.join, node.group_side
+        left = self.build(join.left, qid)
+        right = self.build(join.right, qid)
+        out = self._new_queue()
+        width = len(join.left.types)
+        wide = (*join.left.types, *(("INT",) if side == 0 else ()), *join.right.types, *(("INT",) if side else ()))
+        moved = {i: widened(i, width, side) for i in range(len(join.types))}
+        pred = None
+        if node.predicate is not None:
+            pred = compile_over(_remap(node.predicate, moved), wide)
+            if pred.type != "BOOLEAN":
+                raise SchemaError(f"a condition must be BOOLEAN, not {pred.type}")
+        keep = (width if side == 0 else len(join.types), *(moved[a] for _, a in node.aggs))
+        op = JoinExtremeOp(left, right, out, join.left_keys, join.right_keys, pred,
+                           dtypes_of([wide[k] for k in keep]), side, node.group, [f for f, _ in node.aggs], keep,
+                           dtypes_of(node.types))
+        label = " AND ".join(f"L${a} = R${b}" for a, b in zip(join.left_keys, join.right_keys))
+        if node.predicate is not None:
+            label += " AND " + compile_over(node.predicate, join.types).text
+        offset = width * side
+        label += (f" -> GROUP BY {', '.join(f'${g + offset}' for g in node.group)}: "
+                  + ", ".join(f"{f}(${a})" for f, a in node.aggs) + " [folded: only pairs that can change it]")
+        lazy = band_bound(node.predicate, width, join.types) if node.predicate is not None else None
+        if lazy is not None:
+            op.append.lazy = lazy
+            lz, mine, other = lazy
+            hi, lo = (mine + width, other) if lz else (mine, other + width)
+            label += f" [lazy {'LR'[lz]} index: ${hi} >= ${lo}]"
+        op.detail_positions = label
+        op.detail = named_label(join, label)
+        op.seed_base = self.engine.config["seed"]
+        op.fifo_windows = [None, None]
+        return out, op
 
     def shareable_joins(self) -> list:
         """The joins a query registered now would share (built since the last input arrived, nothing written,
