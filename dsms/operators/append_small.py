@@ -106,13 +106,12 @@ def _probe_held(codes: list[int], held: dict, batch: Batch, first: int, pt: list
     """Append the pairs of a side's new rows (``codes``, numbered from ``first``) with the other side's rows
     ``held`` (key code -> a row number, or a list of them): each at its new row's instant, its row numbers to
     ``new`` and ``other``."""
-    ts = None
-    for i, k in enumerate(codes):
-        v = held.get(k)
+    if held.keys().isdisjoint(codes):         # no match (most people are new sellers): no Python per row
+        return
+    ts = batch.ts.tolist()
+    for i, v in enumerate(map(held.get, codes)):
         if v is None:
             continue
-        if ts is None:
-            ts = batch.ts.tolist()
         if type(v) is int:
             pt.append(ts[i])
             new.append(first + i)

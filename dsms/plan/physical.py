@@ -104,6 +104,8 @@ class PhysicalPlanner:
         checks: the child is an ``L.Join`` with no predicate of its own, both inputs ``monotone``, not in the
         memo. EXPLAIN shows one join whose label ends with the predicate and ``[keeps ...]``. Otherwise (None)
         the selection is built above the join as before."""
+        if isinstance(node, L.Project):
+            return _projected_join(node, self.memo)
         if not isinstance(node, L.Filter) or not isinstance(node.child, L.Join):
             return None
         join = node.child
@@ -112,7 +114,7 @@ class PhysicalPlanner:
         return L.FilteredJoin(join, node.predicate, node.keep)
 
     def _FilteredJoin(self, node: L.FilteredJoin, qid):
-        return self._Join(node.join, qid, node.predicate, node.keep)
+        return self._Join(node.join, qid, node.predicate or node.join.predicate, node.keep)
 
     def shareable_joins(self) -> list:
         """The joins a query registered now would share (built since the last input arrived, nothing written,
@@ -555,6 +557,32 @@ class PhysicalPlanner:
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
                                 cancel=not _bare_aggregate(node.child))
+
+
+def _projected_join(node: L.Project, memo: dict) -> L.FilteredJoin | None:
+    """A projection of plain column copies directly over a join whose inputs never delete, run inside the join
+    as the columns it keeps (``L.FilteredJoin`` with no predicate of its own: the join's, if any, stays the
+    join's): the join gathers only those columns of the pairs it finds, in the projection's order, and the
+    projection costs no run, queue or scheduling decision (NEXMark q3's ``P.name, P.city, P.state, A.id``:
+    issue 15). What it checks: every expression is a column reference ``$n`` and they are not the join's
+    columns in place (that projection is no operator at all), the child is an ``L.Join`` with both inputs
+    ``monotone``, and no build of that join exists, nor of the same join keeping other columns (projection
+    pushdown's ``unnarrow``): another query's join is then shared, the projection above it. A later query
+    over the same join builds a join of its own, as after ``_filtered_join``. EXPLAIN shows one join whose label ends with ``[keeps ...]`` and no project."""
+    join = node.child
+    if not isinstance(join, L.Join) or not join.monotone or join in memo:
+        return None
+    origin = unnarrow(join)[0]
+    if any(isinstance(n, L.Join) and unnarrow(n)[0] == origin for n in memo):
+        return None                        # the same join, narrowed otherwise: shared (``_share_narrowed``)
+    keep = []
+    for e in node.exprs:
+        if not (isinstance(e, ast.ColumnRef) and e.name.startswith("$") and e.name[1:].isdigit()):
+            return None
+        keep.append(int(e.name[1:]))
+    if keep == list(range(len(join.types))):
+        return None
+    return L.FilteredJoin(join, None, tuple(keep))
 
 
 def _bucket(group: tuple[int, ...] | None, types: tuple[str, ...]) -> tuple[int, int] | None:
