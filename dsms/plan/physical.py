@@ -78,8 +78,9 @@ class PhysicalPlanner:
         built = self.memo.get(node)
         if built is not None and (not built.stateful or (built.epoch == self.engine.input_epoch
                                                          and built.queue.tuples_in == built.written)):
-            if built.op is not None and built.op.fused is not None:
-                self._unfuse(built.op)                  # shared from now on: it needs its output queue again
+            fused = self._fused_op(node, built)
+            if fused is not None:
+                self._unfuse(fused)                     # shared from now on: it needs its output queue again
             self._own(node, built, query_id)
             return built.queue
         if isinstance(node, L.Join) and (extreme := window_extreme(node)) is not None:
@@ -112,6 +113,18 @@ class PhysicalPlanner:
         if join.predicate is not None or not join.monotone or join in self.memo:
             return None
         return L.FilteredJoin(join, node.predicate, node.keep)
+
+    def _fused_op(self, node, built: Built) -> Operator | None:
+        """The operator fused into a join whose output queue ``built`` hands out: its own, or through nodes
+        built as no operator (a ``[RANGE UNBOUNDED]`` window, an identity projection) the operator below
+        whose queue they pass on (a selection fused into the join above that window, ``_fuse_select``)."""
+        while built is not None and built.op is None and len(node.children) == 1:
+            node = node.children[0]
+            below = self.memo.get(node)
+            built = below if below is not None and below.queue is built.queue else None
+        if built is not None and built.op is not None and built.op.fused is not None:
+            return built.op
+        return None
 
     def _FilteredJoin(self, node: L.FilteredJoin, qid):
         return self._Join(node.join, qid, node.predicate or node.join.predicate, node.keep)
@@ -436,6 +449,9 @@ class PhysicalPlanner:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
                     self._fuse_project(op, side, child)
+        if op.append is not None and left is not right:
+            for side, child in enumerate((node.left, node.right)):
+                self._fuse_select(op, side, child)
         spec = None
         if op.append is None and op.windows == [None, None] and left is not right:
             spec = arg_extreme(node, self._view_root)
@@ -481,6 +497,19 @@ class PhysicalPlanner:
             join.fuse_project(side, op)
             self.engine.retire_queue(op.output)
 
+    def _fuse_select(self, join: JoinOp, side: int, child) -> None:
+        """Fuse into ``join`` (its inputs never delete) the selection that input ``side`` reads through
+        ``[RANGE UNBOUNDED]`` windows (no operator), when the join alone reads its output
+        (``JoinOp.fuse_select``); a later query sharing the selection gets it back (``_unfuse``)."""
+        while isinstance(child, L.Window) and child.wkind == "UNBOUNDED":
+            child = child.child
+        built = self.memo.get(child)
+        op = built.op if built is not None else None
+        if (isinstance(op, SelectOp) and op.fused is None and built.queue is op.output
+                and join.input_queues[side] is op.output and op.output._readers == [join.readers[side]]):
+            join.fuse_select(side, op)
+            self.engine.retire_queue(op.output)
+
     def _view_root(self, query_id: str):
         """The logical plan of a registered view or query (None if it is gone)."""
         q = self.engine.query_list.get(query_id)
@@ -511,6 +540,10 @@ class PhysicalPlanner:
         """Give an operator fused into a join back its output queue (a later query reads it): a projection
         fused below a window first, when the window is the one given back."""
         join = op.fused
+        if isinstance(op, SelectOp):
+            self.engine.restore_queue(op.output)
+            join.unfuse_select(join.selects.index(op))
+            return
         if isinstance(op, ProjectOp):
             self.engine.restore_queue(op.output)
             join.unfuse_project(join.projects.index(op))

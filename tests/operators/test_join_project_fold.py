@@ -1,5 +1,6 @@
 """A projection of plain columns directly above a join of two inputs that never delete runs inside the join as
-the columns it keeps (``physical._projected_join``, an ``L.FilteredJoin`` with no predicate of its own), and
+the columns it keeps (``physical._projected_join``, an ``L.FilteredJoin`` with no predicate of its own), the
+selections below such a join run inside it too (``JoinOp.fuse_select``, ``PhysicalPlanner._fuse_select``), and
 the small releases of such a join add and probe keys without Python per row where they can
 (``SmallAppendIndexSynopsis.add_small``, ``append_small._probe_held``). Checked here: when the projection is
 folded and when not (EXPLAIN says which), and that the answers equal the reference evaluator's (tests/oracle/)
@@ -15,8 +16,10 @@ from hypothesis import strategies as st
 from oracle.generators import check_query, two_stream_actions
 
 from dsms import Engine
+from dsms.operators.columns_read import columns_read
 from dsms.operators.join import JoinOp
 from dsms.operators.project import ProjectOp
+from dsms.operators.select import SelectOp
 
 CATALOG = ("REGISTER STREAM A (id INT, seller INT, category INT, s STRING)",
            "REGISTER STREAM B (id INT, name STRING, state STRING)")
@@ -40,21 +43,54 @@ def _above(eng: Engine, join: JoinOp) -> list:
     return [op for op in _ops(eng, ProjectOp) if op.input_queues[0] is join.output]
 
 
-def test_q3s_projection_runs_inside_the_join_and_explain_says_so():
+def test_q3s_projection_and_selections_run_inside_the_join_and_explain_says_so():
     eng = _engine()
     q = eng.execute(Q3)
     [join] = _ops(eng, JoinOp)
     assert not _above(eng, join)
     assert join.append is not None and join.predicate is None and join.keep is not None
+    sel_a, sel_b = join.selects
+    assert sel_a.fused is join and sel_b.fused is join and set(_ops(eng, SelectOp)) == {sel_a, sel_b}
+    assert [s.id for s in join.selects] == [op.id for op in _ops(eng, SelectOp)]
     text = eng.explain(q.id)
-    assert "join: seller = id#2 [keeps name, state, id#0]" in text, text
-    assert "project:" not in text
+    assert f"join: seller = id#2 [keeps name, state, id#0]  ({sel_a.id}, {sel_b.id} -> " in text, text
+    assert f"-> {join.id}, fused)" in text and "project:" not in text
     assert q.schema == [("name", "STRING"), ("state", "STRING"), ("id", "INT")]
+    # the join reads the streams for its selections: only the columns they read (unread ones stay unread)
+    assert columns_read(join, 0) == {0, 1, 2} and columns_read(join, 1) == columns_read(sel_b, 0)
+    eng.push("A", [{"id": 5, "seller": 1, "category": 1, "s": ""}, {"id": 6, "seller": 1, "category": 0,
+                                                                      "s": ""}], ts=[1, 1])
+    eng.heartbeat(3)
+    eng.run()
+    assert (sel_a.tuples_in, sel_a.tuples_out, sel_a.frontier()) == (2, 1, 3)
+
+
+def test_a_later_query_sharing_a_fused_selection_gets_it_back_and_both_answers_hold():
+    """The selection over B shared by a later query: the join gives it back its cursor and reads its output
+    queue again; rows pushed before and after come out right for both."""
+    eng = _engine()
+    q3 = eng.execute(Q3)
+    eng.push("B", [{"id": 1, "name": "a", "state": "OR"}, {"id": 2, "name": "b", "state": "WA"}], ts=[1, 2])
+    eng.push("A", [{"id": 7, "seller": 1, "category": 1, "s": ""}], ts=[2])
+    eng.run()
+    sel = eng.execute("SELECT * FROM B WHERE state = 'OR' OR state = 'CA'")
+    [join] = _ops(eng, JoinOp)
+    assert join.selects[1] is None and join.selects[0] is not None
+    shared = [op for op in _ops(eng, SelectOp) if op.fused is None]
+    assert len(shared) == 1 and shared[0].output is join.input_queues[1]
+    eng.push("B", [{"id": 3, "name": "c", "state": "CA"}], ts=[3])
+    eng.push("A", [{"id": 8, "seller": 3, "category": 1, "s": ""}, {"id": 9, "seller": 1, "category": 1,
+                                                                      "s": ""}], ts=[4, 4])
+    eng.heartbeat(6)
+    eng.run()
+    assert sorted((e.ts, tuple(e.row.values())) for e in q3.drain()) == [
+        (2, ("a", "OR", 7)), (4, ("a", "OR", 9)), (4, ("c", "CA", 8))]
+    assert [(e.ts, e.row["id"]) for e in sel.drain()] == [(3, 3)]
 
 
 @pytest.mark.parametrize("query", [
-    # a window deletes: the append path does not apply, the projection stays an operator
-    "SELECT X.id, P.name FROM A [RANGE 5] X, B [RANGE UNBOUNDED] P WHERE X.seller = P.id",
+    # a window deletes: the append path does not apply, the projection (and selection) stay operators
+    "SELECT X.id, P.name FROM A [RANGE 5] X, B [RANGE UNBOUNDED] P WHERE X.seller = P.id AND P.state = 'OR'",
     # a computed column: not a copy of the join's columns
     "SELECT X.id + 1, P.name FROM A [RANGE UNBOUNDED] X, B [RANGE UNBOUNDED] P WHERE X.seller = P.id",
 ])
@@ -63,6 +99,7 @@ def test_a_projection_the_join_cannot_keep_stays_above(query):
     eng.execute(query)
     [join] = _ops(eng, JoinOp)
     assert join.keep is None and len(_above(eng, join)) == 1
+    assert join.selects == [None, None] and all(op.fused is None for op in _ops(eng, SelectOp))
 
 
 def test_every_column_in_place_is_no_operator_and_no_keep():
