@@ -53,13 +53,14 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
 
     def add_small(self, cols: list[np.ndarray], codes: list[int]) -> None:
         """Add a release's rows (their columns, their key codes as Python ints) to the dict form. Keys all new
-        and distinct (people by their new ids) go in with one ``dict.update``, checked by the sizes of the
-        dicts before and after and by one ``isdisjoint``, with no Python per row."""
+        and distinct (people by their new ids) go in with one ``dict.update``, checked by one ``isdisjoint``
+        (which stops at the first key held: auctions by their sellers) and the size of the new keys' dict,
+        with no Python per row."""
         d = self.keys
         r0 = self.n
         m = len(codes)
-        fresh = dict(zip(codes, range(r0, r0 + m)))
-        if len(fresh) == m and d.keys().isdisjoint(fresh.keys()):
+        fresh = dict(zip(codes, range(r0, r0 + m))) if d.keys().isdisjoint(codes) else None
+        if fresh is not None and len(fresh) == m:
             d.update(fresh)
             self.keys_held += m
             if m and not self.most:

@@ -56,28 +56,10 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
     pr: list[int] = []
     if n0 and dr:                             # new left rows x right rows held
         _probe_held(lc, dr, lb, l0, pt, pl, pr)
-    first = len(pt)
     if n1 and dl:                             # new right rows x left rows held
         _probe_held(rc, dl, rb, r0, pt, pr, pl)
     if n1 and n0:                             # ... and new left rows, at the later instant of the two
-        common = set(lc).intersection(rc)     # most releases share no key between the two sides
-        if common:
-            lts, rts = lb.ts.tolist(), rb.ts.tolist()
-            at: dict[int, list[int]] = {}
-            for j, k in enumerate(rc):
-                if k in common:
-                    at.setdefault(k, []).append(j)
-            for i, k in enumerate(lc):
-                if k in common:
-                    u = lts[i]
-                    for j in at[k]:
-                        t = rts[j]
-                        pt.append(u if u > t else t)
-                        pl.append(l0 + i)
-                        pr.append(r0 + j)
-    if len(pt) - first > 1 and any(a > b for a, b in zip(pt[first:], pt[first + 1:])):
-        o = sorted(range(first, len(pt)), key=pt.__getitem__)     # this set in time order (stable)
-        pt[first:], pl[first:], pr[first:] = [pt[x] for x in o], [pl[x] for x in o], [pr[x] for x in o]
+        _new_pairs(lc, rc, lb, rb, l0, r0, pt, pl, pr)
     if len(pt) > SMALL_PAIRS:
         return _leave(aj)
     if n0:
@@ -86,19 +68,50 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
         R.add_small(rb.cols, rc)
     if not pt:
         return True
-    if first and len(pt) > first and pt[first - 1] > pt[first]:
-        # two sets in time order each: merged, the first set's pairs before the second's at one instant
-        o = sorted(range(len(pt)), key=pt.__getitem__)
-        pt, pl, pr = [pt[x] for x in o], [pl[x] for x in o], [pr[x] for x in o]
     n = len(pt)
-    cols = L.gather(np.array(pl, dtype=np.int64)) + R.gather(np.array(pr, dtype=np.int64))
-    out = Batch(np.array(pt, dtype=np.int64), np.ones(n, dtype=np.int8), cols)
+    ts, rl, rr = np.array(pt, dtype=np.int64), np.array(pl, dtype=np.int64), np.array(pr, dtype=np.int64)
+    if n > 1 and (ts[1:] < ts[:-1]).any():
+        # in time order, stably: the first set's pairs (each in time order) before the second's at an instant
+        o = ts.argsort(kind="stable")
+        ts, rl, rr = ts[o], rl[o], rr[o]
+    out = Batch(ts, np.ones(n, dtype=np.int8), L.gather(rl) + R.gather(rr))
     if op.predicate is not None:
         out = out.take(op.predicate(colmap(out), n))
     if op.keep is not None:                   # a selection fused into the join keeps these columns
         out = Batch(out.ts, out.sign, [out.cols[k] for k in op.keep])
     op.emit(out)
     return True
+
+
+def _new_pairs(lc: list[int], rc: list[int], lb: Batch, rb: Batch, l0: int, r0: int, pt: list[int],
+               pl: list[int], pr: list[int]) -> None:
+    """Append the pairs of a new left row and a new right row (key codes ``lc``, ``rc``; numbered from ``l0``,
+    ``r0``), each at the later of its two instants. New keys distinct on the right (new people by id) are
+    looked up in one dict made without Python per row, and a release whose two sides share no key (most)
+    costs one ``isdisjoint``."""
+    at = dict(zip(rc, range(len(rc))))
+    if at.keys().isdisjoint(lc):
+        return
+    lts, rts = lb.ts.tolist(), rb.ts.tolist()
+    if len(at) == len(rc):                    # one new right row per key
+        for i, j in enumerate(map(at.get, lc)):
+            if j is not None:
+                u, t = lts[i], rts[j]
+                pt.append(u if u > t else t)
+                pl.append(l0 + i)
+                pr.append(r0 + j)
+        return
+    rows: dict[int, list[int]] = {}
+    for j, k in enumerate(rc):
+        rows.setdefault(k, []).append(j)
+    for i, js in enumerate(map(rows.get, lc)):
+        if js is not None:
+            u = lts[i]
+            for j in js:
+                t = rts[j]
+                pt.append(u if u > t else t)
+                pl.append(l0 + i)
+                pr.append(r0 + j)
 
 
 def _probe_held(codes: list[int], held: dict, batch: Batch, first: int, pt: list[int], new: list[int],
