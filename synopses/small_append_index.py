@@ -62,13 +62,20 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
         fresh = dict(zip(codes, range(r0, r0 + m))) if d.keys().isdisjoint(codes) else None
         if fresh is not None and len(fresh) == m:
             d.update(fresh)
-            self.keys_held += m
-            if m and not self.most:
-                self.most = 1
-        else:
-            self._add_each(d, codes, r0)
+            self.add_fresh(cols, m)
+            return
+        self._add_each(d, codes, r0)
         self.cols.append(cols, m)
         self.n = r0 + m
+
+    def add_fresh(self, cols: list[np.ndarray], m: int) -> None:
+        """Add a release's ``m`` rows whose keys, distinct and not held before, the caller has put in ``keys``
+        already (each mapped to its row number, from ``n`` on): their columns and counts."""
+        self.keys_held += m
+        if m and not self.most:
+            self.most = 1
+        self.cols.append(cols, m)
+        self.n += m
 
     def _add_each(self, d: dict, codes: list[int], r0: int) -> None:
         """``add_small``'s row-at-a-time form: a key held already, or held twice in the release."""

@@ -9,11 +9,14 @@ found by one dict lookup per released row, and emitted in the same order (the fi
 in time order; stable), gathered by row number from both inputs' columns once the release is added.
 
 The probes are made before anything is added (the new right rows probe the held left rows, then the new left
-rows whose key is among the new right rows', found through a set intersection), so a release that would make
+rows whose key is among the new right rows', found through one dict of those), so a release that would make
 more than ``SMALL_PAIRS`` pairs (a hot key: Python per pair would cost more than the arrays' fixed cost) is
-refused with nothing changed; then, as after any release over ``SMALL_ROWS`` rows or once more than
-``HOLD_ROWS`` rows are held (a dict entry costs about three times an array entry), both inputs move their keys
-into the arrays for good and the array path applies it.
+refused with nothing changed. When one side's new keys are distinct and none is held yet (NEXMark's new people
+by id: ``_fresh``), that side's keys go into its dict first, with one ``update``, and the other side's new rows
+probe held and new rows in one lookup each (ΔS ⋈ O_old, then O_new ⋈ S_new: the same pairs); a refusal then
+takes those keys out again. On a refused release, as on any release over ``SMALL_ROWS`` rows or once more
+than ``HOLD_ROWS`` rows are held (a dict entry costs about three times an array entry), both inputs move their
+keys into the arrays for good and the array path applies it.
 """
 
 from __future__ import annotations
@@ -54,18 +57,49 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
     pt: list[int] = []                        # per pair: its instant, left row, right row
     pl: list[int] = []
     pr: list[int] = []
-    if n0 and dr:                             # new left rows x right rows held
-        _probe_held(lc, dr, lb, l0, pt, pl, pr)
-    if n1 and dl:                             # new right rows x left rows held
-        _probe_held(rc, dl, rb, r0, pt, pr, pl)
-    if n1 and n0:                             # ... and new left rows, at the later instant of the two
-        _new_pairs(lc, rc, lb, rb, l0, r0, pt, pl, pr)
-    if len(pt) > SMALL_PAIRS:
-        return _leave(aj)
-    if n0:
-        L.add_small(lb.cols, lc)
-    if n1:
-        R.add_small(rb.cols, rc)
+    fresh = None
+    if n0 and n1:                             # a side whose new keys are distinct and not held: added first
+        fresh = _fresh(rc, dr, r0)
+        side = 1
+        if fresh is None:
+            fresh, side = _fresh(lc, dl, l0), 0
+    if fresh is not None:
+        # ΔS ⋈ O_old, then O_new's rows probe S_new (held and new at once: a pair with a new row of S at the
+        # later instant), S being that side; undone (the keys taken out again) if the pairs are too many
+        if side:
+            if dl:
+                _probe_held(rc, dl, rb, r0, pt, pr, pl)
+            dr.update(fresh)
+            _probe_new(lc, dr, lb, rb, l0, r0, pt, pl, pr)
+        else:
+            if dr:
+                _probe_held(lc, dr, lb, l0, pt, pl, pr)
+            dl.update(fresh)
+            _probe_new(rc, dl, rb, lb, r0, l0, pt, pr, pl)
+        if len(pt) > SMALL_PAIRS:
+            held = dr if side else dl
+            for k in fresh:
+                del held[k]
+            return _leave(aj)
+        if side:
+            L.add_small(lb.cols, lc)
+            R.add_fresh(rb.cols, len(fresh))
+        else:
+            L.add_fresh(lb.cols, len(fresh))
+            R.add_small(rb.cols, rc)
+    else:
+        if n0 and dr:                         # new left rows x right rows held
+            _probe_held(lc, dr, lb, l0, pt, pl, pr)
+        if n1 and dl:                         # new right rows x left rows held
+            _probe_held(rc, dl, rb, r0, pt, pr, pl)
+        if n1 and n0:                         # ... and new left rows, at the later instant of the two
+            _new_pairs(lc, rc, lb, rb, l0, r0, pt, pl, pr)
+        if len(pt) > SMALL_PAIRS:
+            return _leave(aj)
+        if n0:
+            L.add_small(lb.cols, lc)
+        if n1:
+            R.add_small(rb.cols, rc)
     if not pt:
         return True
     n = len(pt)
@@ -81,6 +115,40 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
         out = Batch(out.ts, out.sign, [out.cols[k] for k in op.keep])
     op.emit(out)
     return True
+
+
+def _fresh(codes: list[int], held: dict, first: int) -> dict | None:
+    """Key code -> row number (from ``first``) of a side's new rows when their keys are distinct and none is
+    held already (new people by id), made without Python per row; else None."""
+    if not held.keys().isdisjoint(codes):
+        return None
+    out = dict(zip(codes, range(first, first + len(codes))))
+    return out if len(out) == len(codes) else None
+
+
+def _probe_new(codes: list[int], held: dict, batch: Batch, other: Batch, first: int, other_first: int,
+               pt: list[int], new: list[int], theirs: list[int]) -> None:
+    """Append the pairs of a side's new rows (``codes``, numbered from ``first``, instants in ``batch``) with
+    the other side's rows ``held``, new ones included (numbered from ``other_first``, instants in ``other``):
+    each at the later of its two rows' instants."""
+    if held.keys().isdisjoint(codes):
+        return
+    ts = batch.ts.tolist()
+    ots = None
+    for i, v in enumerate(map(held.get, codes)):
+        if v is None:
+            continue
+        for w in ((v,) if type(v) is int else v):
+            t = ts[i]
+            if w >= other_first:
+                if ots is None:
+                    ots = other.ts.tolist()
+                u = ots[w - other_first]
+                if u > t:
+                    t = u
+            pt.append(t)
+            new.append(first + i)
+            theirs.append(w)
 
 
 def _new_pairs(lc: list[int], rc: list[int], lb: Batch, rb: Batch, l0: int, r0: int, pt: list[int],

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from oracle.generators import check_query, two_stream_actions
 
 from dsms import Engine
+from dsms.operators import append_small
 from dsms.operators.columns_read import columns_read
 from dsms.operators.join import JoinOp
 from dsms.operators.project import ProjectOp
@@ -177,3 +178,26 @@ def test_people_and_their_auctions_in_one_release_equal_reference():
     )
     for query in QUERIES:
         check_query(CATALOG, query, acts, 9)
+
+
+def test_a_release_refused_after_its_new_people_went_in_first_takes_them_out_again(monkeypatch):
+    """People with new ids (added to their dict first, ``append_small._fresh``) and their auctions in one
+    release that makes more pairs than ``SMALL_PAIRS``: the people's keys are taken out again, both inputs
+    move to the arrays, and the array path gives the reference's answer (each person once, no stray key)."""
+    monkeypatch.setattr(append_small, "SMALL_PAIRS", 2)
+    people = [{"id": i, "name": f"p{i}", "state": "OR"} for i in range(3)]
+    auctions = [{"id": 10 + i, "seller": i % 2, "category": 1, "s": ""} for i in range(4)]
+    acts = (
+        ("push", "B", [{"id": 9, "name": "old", "state": "CA"}], [1]),
+        ("push", "A", [{"id": 1, "seller": 9, "category": 1, "s": ""}], [1]),
+        ("run",),
+        ("push", "B", people, [2, 2, 3]),
+        ("push", "A", auctions, [2, 3, 3, 4]),
+        ("heartbeat", 4),
+        ("run",),
+        ("push", "A", [{"id": 20, "seller": 2, "category": 1, "s": ""}], [5]),
+    )
+    eng = check_query(CATALOG, Q3, acts, 8)
+    [join] = _ops(eng, JoinOp)
+    assert join.sides[0].keys is None and join.sides[1].keys is None      # the arrays took over
+    assert join.sides[1].n == 4 and join.sides[0].n == 6
