@@ -108,13 +108,30 @@ def small_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
         # in time order, stably: the first set's pairs (each in time order) before the second's at an instant
         o = ts.argsort(kind="stable")
         ts, rl, rr = ts[o], rl[o], rr[o]
+    keep = op.keep
+    if keep is not None and op.predicate is None:     # a projection folded into the join: its columns only
+        op.emit(Batch(ts, np.ones(n, dtype=np.int8), _kept(L, R, rl, rr, keep)))
+        return True
     out = Batch(ts, np.ones(n, dtype=np.int8), L.gather(rl) + R.gather(rr))
     if op.predicate is not None:
         out = out.take(op.predicate(colmap(out), n))
-    if op.keep is not None:                   # a selection fused into the join keeps these columns
-        out = Batch(out.ts, out.sign, [out.cols[k] for k in op.keep])
+    if keep is not None:                      # a selection fused into the join keeps these columns
+        out = Batch(out.ts, out.sign, [out.cols[k] for k in keep])
     op.emit(out)
     return True
+
+
+def _kept(L: SmallAppendIndexSynopsis, R: SmallAppendIndexSynopsis, rl: np.ndarray, rr: np.ndarray,
+          keep: list[int]) -> list[np.ndarray]:
+    """The columns numbered ``keep`` (left, then right) of the pairs of left rows ``rl`` and right rows ``rr``,
+    each gathered once and only those."""
+    wl = L.width
+    lk = sorted({k for k in keep if k < wl})
+    rk = sorted({k - wl for k in keep if k >= wl})
+    got = dict(zip(lk, L.columns(lk, rl))) if lk else {}
+    if rk:
+        got.update(zip([k + wl for k in rk], R.columns(rk, rr)))
+    return [got[k] for k in keep]
 
 
 def _fresh(codes: list[int], held: dict, first: int) -> dict | None:

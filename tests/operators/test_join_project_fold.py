@@ -151,6 +151,9 @@ QUERIES = [
     "SELECT ISTREAM(X.id, P.name) FROM A [RANGE UNBOUNDED] X, B [RANGE UNBOUNDED] P WHERE X.seller = P.id",
     "SELECT P.state, X.s, X.id FROM A [RANGE UNBOUNDED] X, B [RANGE UNBOUNDED] P WHERE X.seller = P.id "
     "AND X.id > P.id",
+    # a column twice, right before left, and the join key
+    "SELECT P.name AS a, X.category, P.name AS b, P.id FROM A [RANGE UNBOUNDED] X, B [RANGE UNBOUNDED] P "
+    "WHERE X.seller = P.id",
     # a deleting input: neither the fold nor the append path fires
     "SELECT ISTREAM(P.name, X.id) FROM A [RANGE 3] X, B [RANGE UNBOUNDED] P WHERE X.seller = P.id "
     "AND X.category = 1",
