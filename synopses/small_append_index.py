@@ -52,31 +52,54 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
         return total
 
     def add_small(self, cols: list[np.ndarray], codes: list[int]) -> None:
-        """Add a release's rows (their columns, their key codes as Python ints) to the dict form."""
+        """Add a release's rows (their columns, their key codes as Python ints) to the dict form. Keys all new
+        and distinct (people by their new ids) go in with one ``dict.update``, checked by one ``isdisjoint``
+        (which stops at the first key held: auctions by their sellers) and the size of the new keys' dict,
+        with no Python per row."""
         d = self.keys
-        r = self.n
+        r0 = self.n
+        m = len(codes)
+        fresh = dict(zip(codes, range(r0, r0 + m))) if d.keys().isdisjoint(codes) else None
+        if fresh is not None and len(fresh) == m:
+            d.update(fresh)
+            self.add_fresh(cols, m)
+            return
+        self._add_each(d, codes, r0)
+        self.cols.append(cols, m)
+        self.n = r0 + m
+
+    def add_fresh(self, cols: list[np.ndarray], m: int) -> None:
+        """Add a release's ``m`` rows whose keys, distinct and not held before, the caller has put in ``keys``
+        already (each mapped to its row number, from ``n`` on): their columns and counts."""
+        self.keys_held += m
+        if m and not self.most:
+            self.most = 1
+        self.cols.append(cols, m)
+        self.n += m
+
+    def _add_each(self, d: dict, codes: list[int], r0: int) -> None:
+        """``add_small``'s row-at-a-time form: a key held already, or held twice in the release."""
+        get = d.get
         most = self.most
-        new = 0
-        for k in codes:
-            v = d.get(k)
+        new = listed = 0
+        for r, k in enumerate(codes, r0):
+            v = get(k)
             if v is None:
                 d[k] = r
                 new += 1
-                if not most:
-                    most = 1
             elif type(v) is int:
                 d[k] = [v, r]
-                self.listed += 1
-                if most < 2:
-                    most = 2
+                listed += 1
             else:
                 v.append(r)
                 if len(v) > most:
                     most = len(v)
-            r += 1
-        self.cols.append(cols, len(codes))
-        self.n = r
+        if most < 2 and listed:
+            most = 2
+        if not most and new:
+            most = 1
         self.most = most
+        self.listed += listed
         self.keys_held += new
 
     def to_arrays(self) -> None:

@@ -63,6 +63,8 @@ def columns_read(op, side: int) -> set[int] | None:
     if t is ProjectOp:
         return _exprs_read(op.exprs)
     if t is JoinOp:
+        if op.selects[side] is not None:      # a fused selection reads the input for the join
+            return columns_read(op.selects[side], 0)
         p = op.projects[side]
         if p is not None and type(p) is ProjectOp and all(isinstance(e, int) for e in p.exprs):
             return set(p.exprs)

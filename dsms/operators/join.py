@@ -109,6 +109,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self.pack_bits: list[int] | None = None          # their bit fields when packed (``_int_codes``)
         self.windows: list[RangeWindowOp | None] = [None, None]
         self.projects: list = [None, None]     # column projections fused below those windows (``fuse_project``)
+        self.selects: list = [None, None]      # selections run inside an insert-only join (``fuse_select``)
+        self._select_rows = [[0, 0], [0, 0]]   # rows they read and kept in this run (their statistics)
         self._project_rows = [0, 0]            # rows they passed in this run (their statistics)
         self.more: int | None = None      # first instant of released deltas put back (bounded runs), or None
         # (side, id(batch)) -> its codes, within one release; by side too, since a self-join's two sides read
@@ -182,6 +184,32 @@ class JoinOp(JoinStateKind, BinaryOperator):
         project.fused = self
         self.projects[side] = project
         self.windows[side].fed_by = project
+
+    def fuse_select(self, side: int, select) -> None:
+        """Run ``select`` (a ``SelectOp`` whose output only this join, with inputs that never delete, reads)
+        inside this join: the join reads the selection's input and keeps, of each batch, the rows and columns
+        the selection would have put in its queue (``SelectOp.picked``), so the selection costs no run, queue
+        or scheduling decision of its own at every push (issue 15: NEXMark q3's two selections). Its frontier
+        is its input's, which the join now reads. The selection keeps its entity and statistics;
+        ``unfuse_select`` undoes it."""
+        inp = select.input_queues[0]
+        select.output.detach(self.readers[side])
+        self.readers[side], self.input_queues[side] = select.readers[0], inp
+        self.frontiers[side] = select.frontier()
+        select.readers = []
+        select.fused = self
+        self.selects[side] = select
+
+    def unfuse_select(self, side: int) -> None:
+        """Give a fused selection back its cursor; the join reads the selection's output again, from a
+        heartbeat at the frontier the selection had passed."""
+        select = self.selects[side]
+        out = self._give_back(side, select)
+        select.frontiers[0] = self.frontiers[side]
+        self.selects[side] = None
+        self.readers[side], self.input_queues[side] = out.reader(), out
+        if select.frontier() > NEG_INF:
+            select.forward_heartbeat()
 
     def _give_back(self, side: int, op) -> Queue:
         """Give a fused operator (the window or projection on ``side``) a cursor of its own on its input, where
@@ -295,6 +323,13 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 self._account(0, self.output.tuples_in - out_before, perf_counter_ns() - t0)
             return 0
         done = super().run(budget)
+        for side, sel in enumerate(self.selects):
+            if sel is not None:
+                sel.frontiers[0] = self.frontiers[side]     # its input's, which the join read for it
+                if self._select_rows[side][0]:
+                    (n, kept), self._select_rows[side] = self._select_rows[side], [0, 0]
+                    if self.keep_stats:
+                        sel._account(n, kept, 0)
         for side, p in enumerate(self.projects):
             if p is not None and self._project_rows[side]:
                 n, self._project_rows[side] = self._project_rows[side], 0
@@ -310,6 +345,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def on_batch(self, i: int, batch: Batch) -> None:
         w = self.windows[i]
         if w is None:
+            sel = self.selects[i]
+            if sel is not None:               # a fused selection (``fuse_select``): its rows and columns only
+                counts = self._select_rows[i]
+                counts[0] += len(batch.ts)
+                batch = sel.picked(batch)
+                if batch is None:
+                    return
+                counts[1] += len(batch.ts)
             self.pending[i].append(batch)
             return
         if self.epochs is not None and self.epochs.hold(self, i, batch):

@@ -45,25 +45,27 @@ class SelectOp(Operator):
         self._read = column_reader(predicate.columns)      # the map of only the columns the predicate reads
 
     def on_batch(self, i: int, batch: Batch) -> None:
+        out = self.picked(batch)
+        if out is not None:
+            self.output.put(out)           # not ``emit``: ``out`` has rows
+
+    def picked(self, batch: Batch) -> Batch | None:
+        """The rows of ``batch`` the predicate keeps, in the columns kept (None: no row). Also what a join
+        that runs this selection inside itself calls (``JoinOp.fuse_select``)."""
         n = len(batch.ts)
         mask = self.predicate(self._read(batch.cols), n)
         # one pass (``mask.all()`` was another); the method, as ``np.flatnonzero`` adds two Python wrappers
         keep = mask.nonzero()[0] if type(mask) is np.ndarray and mask.ndim == 1 else np.flatnonzero(mask)
         columns = self.columns
-        if columns is None:
-            if len(keep) == n:
-                self.output.put(batch)
-            elif len(keep):
-                self.output.put(batch.take(keep))
-            return
         if not len(keep):
-            return
+            return None
+        if columns is None:
+            return batch if len(keep) == n else batch.take(keep)
         cols = batch.cols
         if len(keep) == n:                   # every row: the kept columns as they are, with their byte counts
             out = Batch(batch.ts, batch.sign, [cols[c] for c in columns])
             known = batch.col_bytes
             if known is not None:
                 out.col_bytes = [known[c] for c in columns]
-        else:
-            out = Batch(batch.ts[keep], batch.sign[keep], [cols[c][keep] for c in columns])
-        self.output.put(out)           # not ``emit``: ``out`` has rows
+            return out
+        return Batch(batch.ts[keep], batch.sign[keep], [cols[c][keep] for c in columns])

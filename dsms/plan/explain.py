@@ -18,12 +18,14 @@ from dsms.plan.xml_plan import to_element
 
 
 def _inputs(op) -> list[tuple[str, object]]:
-    """(id, queue or None) of what feeds ``op``: its input queues, or the windows fused into it, or for a
-    fused window the projection fused below it."""
+    """(id, queue or None) of what feeds ``op``: its input queues, or the windows or selections fused into
+    it, or for a fused window the projection fused below it."""
     if getattr(op, "fed_by", None) is not None:
         return [(op.fed_by.id, None)]
     windows = getattr(op, "windows", None) or [None] * len(op.input_queues)
-    return [(w.id, None) if w is not None else (q.id, q) for q, w in zip(op.input_queues, windows)]
+    selects = getattr(op, "selects", None) or [None] * len(op.input_queues)
+    return [(w.id, None) if w is not None else (s.id, None) if s is not None else (q.id, q)
+            for q, w, s in zip(op.input_queues, windows, selects)]
 
 
 def _output(op) -> tuple[str, object]:

@@ -197,7 +197,7 @@ class FilteredJoin(_Binary):
     with other queries, and the planner fuses only a join that no other build reads."""
 
     join: Join
-    predicate: Expr
+    predicate: Expr | None           # None: a projection folded into the join (``physical._projected_join``)
     keep: tuple[int, ...] | None = None
 
     @property

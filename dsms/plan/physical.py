@@ -80,8 +80,9 @@ class PhysicalPlanner:
         built = self.memo.get(node)
         if built is not None and (not built.stateful or (built.epoch == self.engine.input_epoch
                                                          and built.queue.tuples_in == built.written)):
-            if built.op is not None and built.op.fused is not None:
-                self._unfuse(built.op)                  # shared from now on: it needs its output queue again
+            fused = self._fused_op(node, built)
+            if fused is not None:
+                self._unfuse(fused)                     # shared from now on: it needs its output queue again
             self._own(node, built, query_id)
             return built.queue
         if isinstance(node, L.Join) and (extreme := window_extreme(node)) is not None:
@@ -106,6 +107,8 @@ class PhysicalPlanner:
         checks: the child is an ``L.Join`` with no predicate of its own, both inputs ``monotone``, not in the
         memo. EXPLAIN shows one join whose label ends with the predicate and ``[keeps ...]``. Otherwise (None)
         the selection is built above the join as before."""
+        if isinstance(node, L.Project):
+            return _projected_join(node, self.memo)
         if not isinstance(node, L.Filter) or not isinstance(node.child, L.Join):
             return None
         join = node.child
@@ -113,8 +116,20 @@ class PhysicalPlanner:
             return None
         return L.FilteredJoin(join, node.predicate, node.keep)
 
+    def _fused_op(self, node, built: Built) -> Operator | None:
+        """The operator fused into a join whose output queue ``built`` hands out: its own, or through nodes
+        built as no operator (a ``[RANGE UNBOUNDED]`` window, an identity projection) the operator below
+        whose queue they pass on (a selection fused into the join above that window, ``_fuse_select``)."""
+        while built is not None and built.op is None and len(node.children) == 1:
+            node = node.children[0]
+            below = self.memo.get(node)
+            built = below if below is not None and below.queue is built.queue else None
+        if built is not None and built.op is not None and built.op.fused is not None:
+            return built.op
+        return None
+
     def _FilteredJoin(self, node: L.FilteredJoin, qid):
-        return self._Join(node.join, qid, node.predicate, node.keep)
+        return self._Join(node.join, qid, node.predicate or node.join.predicate, node.keep)
 
     def _join_extreme(self, node) -> JoinExtreme | None:
         """A grouped MAX/MIN over a join whose inputs never delete as one node (``dsms/plan/join_extreme.py``
@@ -488,6 +503,9 @@ class PhysicalPlanner:
                     op.fuse_window(side, window)
                     self.engine.retire_queue(queue)
                     self._fuse_project(op, side, child)
+        if op.append is not None and left is not right:
+            for side, child in enumerate((node.left, node.right)):
+                self._fuse_select(op, side, child)
         spec = None
         if op.append is None and op.windows == [None, None] and left is not right:
             spec = arg_extreme(node, self._view_root)
@@ -533,6 +551,19 @@ class PhysicalPlanner:
             join.fuse_project(side, op)
             self.engine.retire_queue(op.output)
 
+    def _fuse_select(self, join: JoinOp, side: int, child) -> None:
+        """Fuse into ``join`` (its inputs never delete) the selection that input ``side`` reads through
+        ``[RANGE UNBOUNDED]`` windows (no operator), when the join alone reads its output
+        (``JoinOp.fuse_select``); a later query sharing the selection gets it back (``_unfuse``)."""
+        while isinstance(child, L.Window) and child.wkind == "UNBOUNDED":
+            child = child.child
+        built = self.memo.get(child)
+        op = built.op if built is not None else None
+        if (isinstance(op, SelectOp) and op.fused is None and built.queue is op.output
+                and join.input_queues[side] is op.output and op.output._readers == [join.readers[side]]):
+            join.fuse_select(side, op)
+            self.engine.retire_queue(op.output)
+
     def _view_root(self, query_id: str):
         """The logical plan of a registered view or query (None if it is gone)."""
         q = self.engine.query_list.get(query_id)
@@ -563,6 +594,10 @@ class PhysicalPlanner:
         """Give an operator fused into a join back its output queue (a later query reads it): a projection
         fused below a window first, when the window is the one given back."""
         join = op.fused
+        if isinstance(op, SelectOp):
+            self.engine.restore_queue(op.output)
+            join.unfuse_select(join.selects.index(op))
+            return
         if isinstance(op, ProjectOp):
             self.engine.restore_queue(op.output)
             join.unfuse_project(join.projects.index(op))
@@ -609,6 +644,32 @@ class PhysicalPlanner:
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
                                 cancel=not _bare_aggregate(node.child))
+
+
+def _projected_join(node: L.Project, memo: dict) -> L.FilteredJoin | None:
+    """A projection of plain column copies directly over a join whose inputs never delete, run inside the join
+    as the columns it keeps (``L.FilteredJoin`` with no predicate of its own: the join's, if any, stays the
+    join's): the join gathers only those columns of the pairs it finds, in the projection's order, and the
+    projection costs no run, queue or scheduling decision (NEXMark q3's ``P.name, P.city, P.state, A.id``:
+    issue 15). What it checks: every expression is a column reference ``$n`` and they are not the join's
+    columns in place (that projection is no operator at all), the child is an ``L.Join`` with both inputs
+    ``monotone``, and no build of that join exists, nor of the same join keeping other columns (projection
+    pushdown's ``unnarrow``): another query's join is then shared, the projection above it. A later query
+    over the same join builds a join of its own, as after ``_filtered_join``. EXPLAIN shows one join whose label ends with ``[keeps ...]`` and no project."""
+    join = node.child
+    if not isinstance(join, L.Join) or not join.monotone or join in memo:
+        return None
+    origin = unnarrow(join)[0]
+    if any(isinstance(n, L.Join) and unnarrow(n)[0] == origin for n in memo):
+        return None                        # the same join, narrowed otherwise: shared (``_share_narrowed``)
+    keep = []
+    for e in node.exprs:
+        if not (isinstance(e, ast.ColumnRef) and e.name.startswith("$") and e.name[1:].isdigit()):
+            return None
+        keep.append(int(e.name[1:]))
+    if keep == list(range(len(join.types))):
+        return None
+    return L.FilteredJoin(join, None, tuple(keep))
 
 
 def _bucket(group: tuple[int, ...] | None, types: tuple[str, ...]) -> tuple[int, int] | None:
