@@ -67,6 +67,7 @@ from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
 from dsms.operators.select import keeps_label
 from dsms.operators.tumbling_join import TumblingEpochs
+from dsms.plan.arg_extreme import ArgExtreme
 from dsms.queues import Queue
 from synopses.hash_multi_index import HashMultiIndexSynopsis
 from synopses.keyed_index import KeyedIndexSynopsis
@@ -134,7 +135,12 @@ class JoinOp(JoinStateKind, BinaryOperator):
         the right's changes are read for their frontier only. EXPLAIN shows it on the join's label."""
         ext = self.arg_ext = ArgExtremeRelease(spec)
         self.synopses = [*self.sides, StateSynopsis("rows at their group's extreme", ext.__len__, ext.nbytes)]
-        self.detail += f" [winners: {spec.fn} per group, from the left alone]"
+        if isinstance(spec, ArgExtreme):
+            self.detail += f" [winners: {spec.fn} per group, from the left alone]"
+        else:       # a lexicographic extreme (dsms/plan/lex_extreme.py): the left is the relation below the arg max
+            names = getattr(spec.source, "names", ()) or ()
+            by = ", then ".join(f"{fn} {names[c] if c < len(names) else f'L${c}'}" for c, fn in spec.values)
+            self.detail += f" [winners: {by} per group, from the left alone]"
 
     def hash_side(self, side: int, bucket: tuple[int, int] | None) -> None:
         """Hold input ``side``, probed by the other input held by key (``key_side``), as a hash multimap from

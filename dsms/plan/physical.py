@@ -19,6 +19,7 @@ from dsms.operators.aggregate import AggregateOp
 from dsms.operators.base import Operator
 from dsms.operators.distinct import DistinctOp
 from dsms.operators.join import JoinOp
+from dsms.operators.lex_extreme_agg import LexExtremeAggregateOp
 from dsms.operators.netting import ChangelogOp, ToStreamOp
 from dsms.operators.partition_window import PartitionWindowOp
 from dsms.operators.project import ProjectOp
@@ -35,6 +36,7 @@ from dsms.plan import logical as L
 from dsms.plan.arg_extreme import arg_extreme
 from dsms.plan.binder import conjuncts, type_resolver
 from dsms.plan.labels import named_label
+from dsms.plan.lex_extreme import LexAggregate, LexExtreme, lex_aggregate, lex_extreme
 from dsms.plan.rules.push_projection_down import narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
 from dsms.plan.window_extreme import WindowExtreme, window_extreme
@@ -84,6 +86,10 @@ class PhysicalPlanner:
             return built.queue
         if isinstance(node, L.Join) and (extreme := window_extreme(node)) is not None:
             return self._window_extreme_join(node, extreme, query_id)
+        if isinstance(node, L.Join) and (lex := lex_extreme(node, self._view_root)) is not None:
+            return self._lex_extreme_join(node, lex, query_id)
+        if isinstance(node, L.Aggregate) and (lexagg := lex_aggregate(node, self._view_root)) is not None:
+            return self._lex_aggregate(node, lexagg, query_id)
         if (isinstance(node, L.Join | L.SemiJoin | L.Filter) or isinstance(node, L.Window)
                 and node.wkind != "UNBOUNDED") and node not in self._plain:
             queue = self._share_narrowed(node, query_id)
@@ -467,6 +473,29 @@ class PhysicalPlanner:
         op = WindowExtremeJoinOp(inp, out, shape.size, list(shape.picks), shape.key, shape.func, shape.side,
                                  pred, numpy_dtype(other.types[0]),
                                  None if pred is None else named_label(node, pred.text))
+        return self._record(node, out, op, qid, via=shape.source)
+
+    def _lex_extreme_join(self, node: L.Join, shape: LexExtreme, qid) -> Queue:
+        """An arg max (min) joined with the MIN or MAX of another column per group (``dsms/plan/lex_extreme.py``
+        checked the facts) as a join of the relation below the arg max with the aggregate's input, computed
+        from the former's inserts alone (``ArgExtremeRelease`` ranking the values lexicographically); it
+        stands for the join and the arg max below it. The right is read for its frontier only."""
+        left = self.build(shape.source, qid)
+        right = self.build(node.right, qid)
+        out = self._new_queue()
+        op = JoinOp(left, right, out, tuple(shape.out_from[k] for k in node.left_keys), node.right_keys, None,
+                    dtypes_of(node.types))
+        op.seed_base = self.engine.config["seed"]
+        op.use_arg_extreme(shape)
+        return self._record(node, out, op, qid, via=shape.source)
+
+    def _lex_aggregate(self, node: L.Aggregate, shape: LexAggregate, qid) -> Queue:
+        """A MIN or MAX per group over an arg max (``dsms/plan/lex_extreme.py`` checked the facts) as one operator
+        reading the relation below the arg max, from its inserts alone (``dsms/operators/lex_extreme_agg.py``);
+        it stands for the aggregate and the arg max below it."""
+        inp = self.build(shape.source, qid)
+        out = self._new_queue()
+        op = LexExtremeAggregateOp(inp, out, shape.group, shape.values, dtypes_of(node.types))
         return self._record(node, out, op, qid, via=shape.source)
 
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
