@@ -107,19 +107,7 @@ class ArgExtremeRelease:
             vv, old, back = _lex_ranks([v[o] for v in vals],
                                         [a[i_slot[f]] for a in (self.best, *self.more)], had)
         i_max = np.maximum.reduceat(vv, starts)
-        # values as dense ranks (0: nothing held), so a running maximum per slot is one accumulate over keys
-        uniq, inv = np.unique(np.concatenate([i_max, old[had]]), return_inverse=True)
-        inv = inv.reshape(-1) + 1
-        r_inst = inv[:m]
-        r_old = np.zeros(len(f), dtype=np.int64)
-        r_old[had] = inv[m:]
-        width = len(uniq) + 1
-        base = seg * width
-        run = np.maximum.accumulate(base + np.maximum(r_inst, r_old[seg])) - base
-        prev = np.empty(m, dtype=np.int64)
-        prev[f] = r_old
-        later = np.flatnonzero(~first)
-        prev[later] = run[later - 1]
+        run, prev, value = running_extreme(i_max, old, had, seg, f)
         rises = run > prev                        # the running extreme goes up at this instant
         # per instant, the next instant of its slot where it rises (m: none)
         key = seg * (m + 1) + np.where(rises, np.arange(m), m)
@@ -128,7 +116,7 @@ class ArgExtremeRelease:
         nxt[:-1] = suffix[1:] - seg[:-1] * (m + 1)
         nxt[nxt > m] = m
         # rows at their instant's running extreme enter; they leave at the next rise, or stay
-        run_val = uniq[run - 1]                   # every instant has a row: run >= 1
+        run_val = value(run)                      # every instant has a row: run >= 1
         win = np.flatnonzero(vv == run_val[inst])
         leave = nxt[inst[win]]
         gone = leave < m
@@ -171,7 +159,7 @@ class ArgExtremeRelease:
         ts = np.concatenate(parts_ts)
         sign = np.concatenate(parts_sign)
         cols = [np.concatenate([pc[j] for pc in parts_cols]) for j in range(width_l)]
-        order = np.lexsort((sign > 0, ts))          # in time order, deletes first within an instant
+        order = time_order(ts, sign)
         cols = [c[order] for c in cols]
         if self.out_from is None:
             cols += [cols[j] for j in self.spec.right_from]
@@ -272,6 +260,72 @@ class _Winners:
         self.__init__()
         if len(rows):
             self.add(cols, slots[o])
+
+
+def time_order(ts: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """The stable order of rows by time, deletes first within an instant: one integer key (time and sign) in a
+    fast stable sort while the times span less than 2**61, else a ``lexsort``.
+
+    >>> time_order(np.array([5, 3, 5, 3]), np.array([1, 1, -1, 1], dtype=np.int8)).tolist()
+    [1, 3, 2, 0]
+    """
+    if not len(ts):
+        return np.zeros(0, dtype=np.int64)
+    lo = int(ts.min())
+    if int(ts.max()) - lo < 2**61:
+        return stable_argsort((ts - lo) * 2 + (sign > 0))
+    return np.lexsort((sign > 0, ts))
+
+
+def running_extreme(i_max: np.ndarray, old: np.ndarray, had: np.ndarray, seg: np.ndarray, f: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """Per instant (grouped by slot, in time order within one: ``seg`` its slot's segment, ``f`` each segment's
+    first instant), the running extreme through it from the extreme held before (``old`` per segment, where
+    ``had``) and the instants' own (``i_max``): (``run``, ``prev``: the running extreme through the instant
+    and before it, as positive codes in one order, 0 for nothing held; the function from codes to values).
+    One ``maximum.accumulate`` over the codes offset per segment: the values minus their least when the
+    segments times their span fit in 62 bits, else their dense ranks (a sort).
+
+    >>> run, prev, value = running_extreme(np.array([3, 1, 4, 2]), np.array([2, 9]), np.array([True, False]),
+    ...                                    np.array([0, 0, 1, 1]), np.array([0, 2]))
+    >>> value(run).tolist(), (prev > 0).tolist(), value(prev[prev > 0]).tolist()
+    ([3, 3, 4, 4], [True, True, False, True], [2, 3, 4])
+    """
+    m = len(i_max)
+    held = old[had]
+    lo = int(i_max.min())
+    hi = int(i_max.max())
+    if len(held):
+        lo, hi = min(lo, int(held.min())), max(hi, int(held.max()))
+    width = hi - lo + 2
+    if (len(f) + 1) * width < 2**62:
+        # differences below width (< 2**62): exact, though ``v - least`` may wrap on the way (numpy arrays wrap)
+        least = np.int64(lo)
+        r_inst = (i_max - least) + 1
+        r_old = np.zeros(len(f), dtype=np.int64)
+        r_old[had] = (held - least) + 1
+
+        def value(code: np.ndarray) -> np.ndarray:
+            return (code - 1) + least
+    else:
+        uniq, inv = np.unique(np.concatenate([i_max, held]), return_inverse=True)
+        inv = inv.reshape(-1) + 1
+        r_inst = inv[:m]
+        r_old = np.zeros(len(f), dtype=np.int64)
+        r_old[had] = inv[m:]
+        width = len(uniq) + 1
+
+        def value(code: np.ndarray) -> np.ndarray:
+            return uniq[code - 1]
+    base = seg * width
+    run = np.maximum.accumulate(base + np.maximum(r_inst, r_old[seg])) - base
+    prev = np.empty(m, dtype=np.int64)
+    prev[f] = r_old
+    later = np.ones(m, dtype=bool)
+    later[f] = False
+    later = np.flatnonzero(later)
+    prev[later] = run[later - 1]
+    return run, prev, value
 
 
 def _lex_ranks(rows: list[np.ndarray], held: list[np.ndarray], had: np.ndarray

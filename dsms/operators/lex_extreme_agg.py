@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from dsms.batch import Batch
-from dsms.operators.arg_extreme import _grown, _lex_ranks
+from dsms.operators.arg_extreme import _grown, _lex_ranks, running_extreme, time_order
 from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
 from synopses.key_slots import KeySlots
@@ -88,30 +88,19 @@ class LexExtremeAggregateOp(FinalInstantsOperator):
             vals.append(~v if fn == "MIN" else v)
         code, old, back = _lex_ranks(vals, [a[fs] for a in self.best], had)
         i_max = np.maximum.reduceat(code, starts)
-        # the running extreme per slot: codes as dense ranks (0: nothing held), one accumulate over segments
-        uniq, inv = np.unique(np.concatenate([i_max, old[had]]), return_inverse=True)
-        inv = inv.reshape(-1) + 1
-        r_old = np.zeros(len(f), dtype=np.int64)
-        r_old[had] = inv[m:]
-        width = len(uniq) + 1
-        base = seg * width
-        run = np.maximum.accumulate(base + np.maximum(inv[:m], r_old[seg])) - base
-        prev = np.empty(m, dtype=np.int64)
-        prev[f] = r_old
-        later = np.flatnonzero(~first)
-        prev[later] = run[later - 1]
+        run, prev, value = running_extreme(i_max, old, had, seg, f)
         k = np.flatnonzero(run > prev)            # the instants that raise their slot's running pair
-        new = back(uniq[run[k] - 1])
+        new = back(value(run[k]))
         new_c = new[-1]
         was = prev[k] > 0
         old_c = np.zeros(len(k), dtype=np.int64)
         if was.any():
-            old_c[was] = back(uniq[prev[k[was]] - 1])[-1]
+            old_c[was] = back(value(prev[k[was]]))[-1]
         changed = ~was | (old_c != new_c)
         dels = k[was & changed]
         ins = k[changed]
         last = np.append(f[1:] - 1, m - 1)
-        for a, t in zip(self.best, back(uniq[run[last] - 1])):
+        for a, t in zip(self.best, back(value(run[last]))):
             a[fs] = t
         self.has[fs] = True
         if not len(ins):
@@ -125,6 +114,6 @@ class LexExtremeAggregateOp(FinalInstantsOperator):
         sign = np.concatenate([np.full(len(dels), -1, dtype=np.int8), np.ones(len(ins), dtype=np.int8)])
         gcol = np.concatenate([gk[dels], gk[ins]])
         ccol = np.concatenate([del_c, ins_c])
-        order = np.lexsort((sign > 0, ts))        # in time order, deletes first within an instant
+        order = time_order(ts, sign)              # in time order, deletes first within an instant
         cols = [gcol[order].astype(self.dtypes[0], copy=False), ccol[order].astype(self.dtypes[1], copy=False)]
         self.emit(Batch(ts[order], sign[order], cols))
