@@ -498,6 +498,23 @@ class PhysicalPlanner:
         op = LexExtremeAggregateOp(inp, out, shape.group, shape.values, dtypes_of(node.types))
         return self._record(node, out, op, qid, via=shape.source)
 
+    def _net_lex(self, node) -> bool:
+        """Whether ``node`` is a lexicographic-extreme join (``_lex_extreme_join``), or a projection of plain
+        columns of one, that emits each instant's net change once: the join releases whole instants only, and
+        within one instant the rows that leave are below the new extreme and the rows that enter at it, so
+        no row leaves and enters at one instant as long as the columns kept include every value ranked."""
+        cols = range(len(node.types))
+        if isinstance(node, L.Project):
+            if not all(isinstance(e, ast.ColumnRef) and e.name.startswith("$") for e in node.exprs):
+                return False
+            cols, node = [int(e.name[1:]) for e in node.exprs], node.child
+        built = self.memo.get(node)
+        op = built.op if built is not None else None
+        if not isinstance(op, JoinOp) or not op.final_instants:
+            return False
+        kept = {op.arg_ext.out_from[c] for c in cols}
+        return all(c in kept for c, _ in op.arg_ext.values)
+
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
         """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when
         that window alone reads it (``JoinOp.fuse_project``)."""
@@ -579,7 +596,7 @@ class PhysicalPlanner:
         out = self._new_queue()
         # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
         # results (the server's snapshot) start from them
-        net = final_net(node.child)
+        net = final_net(node.child) or self._net_lex(node.child)
         key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
