@@ -67,7 +67,6 @@ from dsms.operators.keyed_join import keyed_release
 from dsms.operators.range_window import RangeWindowOp
 from dsms.operators.select import keeps_label
 from dsms.operators.tumbling_join import TumblingEpochs
-from dsms.plan.arg_extreme import ArgExtreme
 from dsms.queues import Queue
 from synopses.hash_multi_index import HashMultiIndexSynopsis
 from synopses.keyed_index import KeyedIndexSynopsis
@@ -117,7 +116,6 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.epochs: TumblingEpochs | None = None     # two tumbling windows of one size: a period at a time
         self.arg_ext: ArgExtremeRelease | None = None  # an arg max (min) the planner proved (use_arg_extreme)
-        self.final_instants = False                   # release instants below the frontier only (use_arg_extreme)
         self.init_join_kind()
 
     def key_side(self, side: int, group: tuple[int, ...] | None) -> None:
@@ -136,15 +134,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         the right's changes are read for their frontier only. EXPLAIN shows it on the join's label."""
         ext = self.arg_ext = ArgExtremeRelease(spec)
         self.synopses = [*self.sides, StateSynopsis("rows at their group's extreme", ext.__len__, ext.nbytes)]
-        if isinstance(spec, ArgExtreme):
-            self.detail += f" [winners: {spec.fn} per group, from the left alone]"
-        else:       # a lexicographic extreme (dsms/plan/lex_extreme.py): the left is the relation below the arg max
-            # whole instants only (released once the frontier passes them), so that its output is each instant's
-            # net change once, which a sink above need not net again (``PhysicalPlanner._net_lex``)
-            self.final_instants = True
-            names = getattr(spec.source, "names", ()) or ()
-            by = ", then ".join(f"{fn} {names[c] if c < len(names) else f'L${c}'}" for c, fn in spec.values)
-            self.detail += f" [winners: {by} per group, from the left alone]"
+        self.detail += f" [winners: {spec.fn} per group, from the left alone]"
 
     def hash_side(self, side: int, bucket: tuple[int, int] | None) -> None:
         """Hold input ``side``, probed by the other input held by key (``key_side``), as a hash multimap from
@@ -320,6 +310,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def on_batch(self, i: int, batch: Batch) -> None:
         w = self.windows[i]
         if w is None:
+            if i == 1 and self.arg_ext is not None:
+                return                    # an arg max's right: read for its frontier only (the run loop's)
             self.pending[i].append(batch)
             return
         if self.epochs is not None and self.epochs.hold(self, i, batch):
@@ -388,7 +380,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
             w = self.windows[side]
             part = None
             if w is None:
-                part = self.take_pending(side, f - 1 if self.final_instants else f)
+                part = self.take_pending(side, f)
             else:
                 if w.fused_items:                         # as the window's own run ends: release what is final
                     t0 = perf_counter_ns() if self.keep_stats else 0
@@ -417,7 +409,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
                         self.process(parts)
             finally:
                 self._memo.clear()
-        self.applied_until = (f - self.final_instants) if self.more is None else self.more - 1
+        self.applied_until = f if self.more is None else self.more - 1
         for side in (0, 1):
             if self.gates[side] is not None and not self.gated[side] and self.gates[side].drained():
                 self.end_drain(side)

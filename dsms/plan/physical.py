@@ -20,6 +20,7 @@ from dsms.operators.base import Operator
 from dsms.operators.distinct import DistinctOp
 from dsms.operators.join import JoinOp
 from dsms.operators.lex_extreme_agg import LexExtremeAggregateOp
+from dsms.operators.lex_extreme_join import LexExtremeJoinOp
 from dsms.operators.netting import ChangelogOp, ToStreamOp
 from dsms.operators.partition_window import PartitionWindowOp
 from dsms.operators.project import ProjectOp
@@ -477,16 +478,12 @@ class PhysicalPlanner:
 
     def _lex_extreme_join(self, node: L.Join, shape: LexExtreme, qid) -> Queue:
         """An arg max (min) joined with the MIN or MAX of another column per group (``dsms/plan/lex_extreme.py``
-        checked the facts) as a join of the relation below the arg max with the aggregate's input, computed
-        from the former's inserts alone (``ArgExtremeRelease`` ranking the values lexicographically); it
-        stands for the join and the arg max below it. The right is read for its frontier only."""
-        left = self.build(shape.source, qid)
-        right = self.build(node.right, qid)
+        checked the facts) as one operator reading the relation below the arg max, from its inserts alone
+        (``dsms/operators/lex_extreme_join.py``); it stands for the join, the arg max below it and the reads of
+        the aggregates, which it needs neither the rows nor the frontier of."""
+        inp = self.build(shape.source, qid)
         out = self._new_queue()
-        op = JoinOp(left, right, out, tuple(shape.out_from[k] for k in node.left_keys), node.right_keys, None,
-                    dtypes_of(node.types))
-        op.seed_base = self.engine.config["seed"]
-        op.use_arg_extreme(shape)
+        op = LexExtremeJoinOp(inp, out, shape)
         return self._record(node, out, op, qid, via=shape.source)
 
     def _lex_aggregate(self, node: L.Aggregate, shape: LexAggregate, qid) -> Queue:
@@ -510,10 +507,10 @@ class PhysicalPlanner:
             cols, node = [int(e.name[1:]) for e in node.exprs], node.child
         built = self.memo.get(node)
         op = built.op if built is not None else None
-        if not isinstance(op, JoinOp) or not op.final_instants:
+        if not isinstance(op, LexExtremeJoinOp):
             return False
-        kept = {op.arg_ext.out_from[c] for c in cols}
-        return all(c in kept for c, _ in op.arg_ext.values)
+        kept = {op.spec.out_from[c] for c in cols}
+        return all(c in kept for c, _ in op.spec.values)
 
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
         """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when
