@@ -1,23 +1,22 @@
 """Joins of an arg max (min) with the MIN or MAX of another of its columns per group, on the group and on that
-extreme: the rows of each group at a lexicographic extreme (the first value's extreme, ties broken by the
-second's), computed from the relation below the arg max alone.
+extreme, and that aggregate itself: the rows of each group at a lexicographic extreme (the first value's
+extreme, ties broken by the second's), and its second value, computed from the relation below alone.
 
-NEXMark q9's answer joins the winning bids ``W`` (``Q9AB X`` joined with ``Q9M M`` on ``X.id = M.id AND
-X.price = M.maxp``: the bids of each auction at its highest price, ``dsms/plan/arg_extreme.py``) with ``Q9T =
-SELECT X.id, MIN(X.bidtime) AS t FROM <that join> GROUP BY X.id`` on ``X.id = T.id AND X.bidtime = T.t``. At
-every instant that is exactly the rows of ``Q9AB`` whose (price, bidtime) is their auction's largest price and,
-at that price, its earliest bidtime: among ``W``'s rows of one auction (all at its highest price) those whose
-bidtime is the least. When ``Q9AB`` never deletes those rows follow from its inserts alone, as the arg max's
-do (``dsms/operators/arg_extreme.py`` ranks the pairs), so the join neither holds ``W`` (which deletes as the
-highest price moves) nor probes it, and reads nothing of ``Q9T``'s changes but their frontier.
+NEXMark q9's answer joins the bids ``Q9AB X`` with ``Q9M M`` on ``X.id = M.id AND X.price = M.maxp`` (the bids of
+each auction at its highest price: the arg max, ``dsms/plan/arg_extreme.py``) and with ``Q9T = SELECT X.id,
+MIN(X.bidtime) AS t FROM <the arg max> GROUP BY X.id`` on ``X.id = T.id AND X.bidtime = T.t``. At every instant
+that is exactly the rows of ``Q9AB`` whose (price, bidtime) is their auction's largest price and, at that price,
+its earliest bidtime, and ``Q9T`` is that bidtime. When ``Q9AB`` never deletes both follow from its inserts
+alone (``dsms/operators/lex_extreme_join.py``, ``dsms/operators/lex_extreme_agg.py``; the pairs ranked as one
+code by ``dsms/operators/arg_extreme.py``): no operator holds the winners (which delete as the highest price
+moves), and the join reads neither ``Q9M`` nor ``Q9T``.
 
-The facts are checked on the plan, never assumed (``lex_extreme``): the join has no predicate; every column of
-its left input is a plain column copy (through projections) of one join ``inner`` that ``arg_extreme`` accepts
-(so ``inner``'s left never deletes, and its right's columns are copies of its left's); the right input is a
-view or subquery whose plan is an aggregate (under its changelog) with one group column and one MAX or MIN,
-both INT or TIMESTAMP, whose input's group and argument columns are copies of ``inner``'s (the group the very
-column the arg max groups by); and the join equates each of the right's two columns with a left column that
-copies the same column of ``inner``'s left. Anything else keeps the general join.
+The facts are checked on the plan, never assumed (``shape_of``; the conditions in its docstring and in
+docs/architecture.md, "Lexicographic extremes"): the node is leaves joined through projections of plain columns
+and joins with no predicate, one leaf a relation that never deletes, the others MIN or MAX aggregates of INT or
+TIMESTAMP columns over it forming a chain of values, every join key equating copies of one column of it, each
+aggregate equated with it on both columns. ``lex_extreme`` takes a join over a chain of two values or more,
+``lex_aggregate`` an aggregate that extends a chain of one or more. Anything else keeps the general plan.
 """
 
 from __future__ import annotations
