@@ -16,6 +16,7 @@ from dsms.plan import logical as L
 from dsms.plan.binder import Binder
 from dsms.plan.join_extreme import join_extreme
 from dsms.plan.labels import explain_logical
+from dsms.plan.lex_extreme import lex_aggregate, lex_extreme
 from dsms.plan.rules import optimize
 from dsms.plan.rules.share_join_prefix import share_join_prefix
 from dsms.plan.window_extreme import window_extreme
@@ -104,16 +105,23 @@ def explain(engine, stmt: ast.Explain) -> dict[str, Any]:
     node = optimize(share_join_prefix(bound.node, engine.planner.shareable_joins()))
     root = node if bound.kind == L.STREAM else L.Changelog(node, names=bound.names)
     columns = list(zip(bound.names, bound.types))
-    return {"explain": explain_logical(root, bound.kind, columns, _planned_as), "kind": bound.kind,
+    note = lambda n: _planned_as(n, engine.planner._view_root)      # noqa: E731
+    return {"explain": explain_logical(root, bound.kind, columns, note), "kind": bound.kind,
             "schema": [{"name": n, "type": t} for n, t in columns]}
 
 
-def _planned_as(node) -> str:
+def _planned_as(node, view_root) -> str:
     """What EXPLAIN adds to a node the physical planner builds as another operator than its own: a tumbling
-    window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py), a grouped
-    MAX or MIN over a join whose inputs never delete is folded into it (dsms/plan/join_extreme.py)."""
+    window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py); a grouped
+    MAX or MIN over a join whose inputs never delete is folded into it (dsms/plan/join_extreme.py); an arg max
+    joined with a MIN or MAX of it, or that aggregate, is a lexicographic extreme read from the relation below
+    (dsms/plan/lex_extreme.py)."""
     if isinstance(node, L.Join) and window_extreme(node) is not None:
         return " [built as one window_extreme_join: rows at the window's extreme only]"
+    if isinstance(node, L.Join) and (lex := lex_extreme(node, view_root)) is not None:
+        return f" [built as one lexicographic extreme of {len(lex.values)} values, from the relation below]"
+    if isinstance(node, L.Aggregate) and lex_aggregate(node, view_root) is not None:
+        return " [built as one lexicographic extreme, from the relation below]"
     if isinstance(node, L.Aggregate) and join_extreme(node) is not None:
         # (dsms/plan/join_extreme.py; unless a build of that join is shared, which EXPLAIN cannot see here)
         return " [folded into the join below: one join_extreme]"

@@ -22,6 +22,7 @@ planner's condition); MIN is MAX of the values bit-inverted (``~v``: order rever
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,21 +34,29 @@ from synopses.sort_order import stable_argsort
 if TYPE_CHECKING:
     from dsms.operators.join import JoinOp
     from dsms.plan.arg_extreme import ArgExtreme
+    from dsms.plan.lex_extreme import LexExtreme
 
 
 class ArgExtremeRelease:
     """The state and release of a ``JoinOp`` that computes an arg max (min): see the module."""
 
-    def __init__(self, spec: ArgExtreme) -> None:
+    def __init__(self, spec: ArgExtreme | LexExtreme) -> None:
         self.spec = spec
+        self.group = spec.group
+        # the values ranked, first to last (a lexicographic extreme, ``dsms/plan/lex_extreme.py``: ties on one
+        # value broken by the next), and the output columns as copies of the left's
+        self.values = getattr(spec, "values", None) or ((spec.value, spec.fn),)
+        self.out_from = getattr(spec, "out_from", None)
         self.slots = KeySlots()
         self.best = np.zeros(64, dtype=np.int64)      # per slot: the extreme so far (bit-inverted for MIN)
+        # ... its further values, when several are ranked
+        self.more = [np.zeros(64, dtype=np.int64) for _ in self.values[1:]]
         self.has = np.zeros(64, dtype=bool)           # ... whether the group has any row yet
         self.winners = _Winners()                     # the rows at their group's extreme now
         self.slots.rows = lambda: self.winners.live
 
     def nbytes(self) -> int:
-        return self.best.nbytes + self.has.nbytes + self.winners.nbytes()
+        return self.best.nbytes + self.has.nbytes + sum(a.nbytes for a in self.more) + self.winners.nbytes()
 
     def __len__(self) -> int:
         return self.winners.live
@@ -57,6 +66,7 @@ class ArgExtremeRelease:
             cap = max(n, 2 * len(self.best))
             best, has = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=bool)
             best[:len(self.best)], has[:len(self.has)] = self.best, self.has
+            self.more = [_grown(a, cap, len(a)) for a in self.more]
             self.best, self.has = best, has
 
     def apply(self, op: JoinOp, parts: dict) -> None:
@@ -70,15 +80,15 @@ class ArgExtremeRelease:
                                "chose this form because it never deletes")
         if not (b.ts[1:] >= b.ts[:-1]).all():
             b = b.take(stable_argsort(b.ts))      # rows of a slot must come in time order below
-        spec = self.spec
-        g = b.cols[spec.group].astype(np.int64, copy=False)
-        v = b.cols[spec.value].astype(np.int64, copy=False)
-        if spec.fn == "MIN":
-            v = ~v
+        g = b.cols[self.group].astype(np.int64, copy=False)
+        vals = []
+        for col, fn in self.values:
+            v = b.cols[col].astype(np.int64, copy=False)
+            vals.append(~v if fn == "MIN" else v)
         s = self.slots.of(g)
         self._grow(self.slots.n)
         o = stable_argsort(s)                     # by slot, in time order within one (the batch's order)
-        ss, tt, vv = s[o], b.ts[o], v[o]
+        ss, tt = s[o], b.ts[o]
         n = len(o)
         brk = np.ones(n, dtype=bool)
         brk[1:] = (ss[1:] != ss[:-1]) | (tt[1:] != tt[:-1])
@@ -86,26 +96,18 @@ class ArgExtremeRelease:
         m = len(starts)
         inst = np.cumsum(brk) - 1                 # each row's instant
         i_slot, i_ts = ss[starts], tt[starts]
-        i_max = np.maximum.reduceat(vv, starts)
         first = np.ones(m, dtype=bool)            # a slot's first instant
         first[1:] = i_slot[1:] != i_slot[:-1]
         seg = np.cumsum(first) - 1                # each instant's slot segment
         f = np.flatnonzero(first)
         had = self.has[i_slot[f]]
-        old = self.best[i_slot[f]]
-        # values as dense ranks (0: nothing held), so a running maximum per slot is one accumulate over keys
-        uniq, inv = np.unique(np.concatenate([i_max, old[had]]), return_inverse=True)
-        inv = inv.reshape(-1) + 1
-        r_inst = inv[:m]
-        r_old = np.zeros(len(f), dtype=np.int64)
-        r_old[had] = inv[m:]
-        width = len(uniq) + 1
-        base = seg * width
-        run = np.maximum.accumulate(base + np.maximum(r_inst, r_old[seg])) - base
-        prev = np.empty(m, dtype=np.int64)
-        prev[f] = r_old
-        later = np.flatnonzero(~first)
-        prev[later] = run[later - 1]
+        if len(vals) == 1:
+            vv, old, back = vals[0][o], self.best[i_slot[f]], None
+        else:                                     # several values: coded as one, in their order
+            vv, old, back = _lex_ranks([v[o] for v in vals],
+                                        [a[i_slot[f]] for a in (self.best, *self.more)], had)
+        i_max = np.maximum.reduceat(vv, starts)
+        run, prev, value = running_extreme(i_max, old, had, seg, f)
         rises = run > prev                        # the running extreme goes up at this instant
         # per instant, the next instant of its slot where it rises (m: none)
         key = seg * (m + 1) + np.where(rises, np.arange(m), m)
@@ -114,7 +116,7 @@ class ArgExtremeRelease:
         nxt[:-1] = suffix[1:] - seg[:-1] * (m + 1)
         nxt[nxt > m] = m
         # rows at their instant's running extreme enter; they leave at the next rise, or stay
-        run_val = uniq[run - 1]                   # every instant has a row: run >= 1
+        run_val = value(run)                      # every instant has a row: run >= 1
         win = np.flatnonzero(vv == run_val[inst])
         leave = nxt[inst[win]]
         gone = leave < m
@@ -124,7 +126,11 @@ class ArgExtremeRelease:
         out_old = np.flatnonzero(had & (first_rise < m))
         # commit the extremes
         last = np.append(f[1:] - 1, m - 1)
-        self.best[i_slot[f]] = run_val[last]
+        if back is None:
+            self.best[i_slot[f]] = run_val[last]
+        else:
+            for a, t in zip((self.best, *self.more), back(run_val[last])):
+                a[i_slot[f]] = t
         self.has[i_slot[f]] = True
         left_cols = b.cols
         width_l = len(left_cols)
@@ -153,9 +159,12 @@ class ArgExtremeRelease:
         ts = np.concatenate(parts_ts)
         sign = np.concatenate(parts_sign)
         cols = [np.concatenate([pc[j] for pc in parts_cols]) for j in range(width_l)]
-        order = np.lexsort((sign > 0, ts))          # in time order, deletes first within an instant
+        order = time_order(ts, sign)
         cols = [c[order] for c in cols]
-        cols += [cols[j] for j in spec.right_from]
+        if self.out_from is None:
+            cols += [cols[j] for j in self.spec.right_from]
+        else:
+            cols = [cols[j] for j in self.out_from]
         op.emit(Batch(ts[order], sign[order], cols))
 
 
@@ -251,6 +260,122 @@ class _Winners:
         self.__init__()
         if len(rows):
             self.add(cols, slots[o])
+
+
+def time_order(ts: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """The stable order of rows by time, deletes first within an instant: one integer key (time and sign) in a
+    fast stable sort while the times span less than 2**61, else a ``lexsort``.
+
+    >>> time_order(np.array([5, 3, 5, 3]), np.array([1, 1, -1, 1], dtype=np.int8)).tolist()
+    [1, 3, 2, 0]
+    """
+    if not len(ts):
+        return np.zeros(0, dtype=np.int64)
+    lo = int(ts.min())
+    if int(ts.max()) - lo < 2**61:
+        return stable_argsort((ts - lo) * 2 + (sign > 0))
+    return np.lexsort((sign > 0, ts))
+
+
+def running_extreme(i_max: np.ndarray, old: np.ndarray, had: np.ndarray, seg: np.ndarray, f: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """Per instant (grouped by slot, in time order within one: ``seg`` its slot's segment, ``f`` each segment's
+    first instant), the running extreme through it from the extreme held before (``old`` per segment, where
+    ``had``) and the instants' own (``i_max``): (``run``, ``prev``: the running extreme through the instant
+    and before it, as positive codes in one order, 0 for nothing held; the function from codes to values).
+    One ``maximum.accumulate`` over the codes offset per segment: the values minus their least when the
+    segments times their span fit in 62 bits, else their dense ranks (a sort).
+
+    >>> run, prev, value = running_extreme(np.array([3, 1, 4, 2]), np.array([2, 9]), np.array([True, False]),
+    ...                                    np.array([0, 0, 1, 1]), np.array([0, 2]))
+    >>> value(run).tolist(), (prev > 0).tolist(), value(prev[prev > 0]).tolist()
+    ([3, 3, 4, 4], [True, True, False, True], [2, 3, 4])
+    """
+    m = len(i_max)
+    held = old[had]
+    lo = int(i_max.min())
+    hi = int(i_max.max())
+    if len(held):
+        lo, hi = min(lo, int(held.min())), max(hi, int(held.max()))
+    width = hi - lo + 2
+    if (len(f) + 1) * width < 2**62:
+        # differences below width (< 2**62): exact, though ``v - least`` may wrap on the way (numpy arrays wrap)
+        least = np.int64(lo)
+        r_inst = (i_max - least) + 1
+        r_old = np.zeros(len(f), dtype=np.int64)
+        r_old[had] = (held - least) + 1
+
+        def value(code: np.ndarray) -> np.ndarray:
+            return (code - 1) + least
+    else:
+        uniq, inv = np.unique(np.concatenate([i_max, held]), return_inverse=True)
+        inv = inv.reshape(-1) + 1
+        r_inst = inv[:m]
+        r_old = np.zeros(len(f), dtype=np.int64)
+        r_old[had] = inv[m:]
+        width = len(uniq) + 1
+
+        def value(code: np.ndarray) -> np.ndarray:
+            return uniq[code - 1]
+    base = seg * width
+    run = np.maximum.accumulate(base + np.maximum(r_inst, r_old[seg])) - base
+    prev = np.empty(m, dtype=np.int64)
+    prev[f] = r_old
+    later = np.ones(m, dtype=bool)
+    later[f] = False
+    later = np.flatnonzero(later)
+    prev[later] = run[later - 1]
+    return run, prev, value
+
+
+def _lex_ranks(rows: list[np.ndarray], held: list[np.ndarray], had: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], list[np.ndarray]]]:
+    """Several values ranked lexicographically as one int64 each: (the rows' codes, the held extremes' codes
+    (meaningless where ``had`` is False), the function from codes back to the values). The codes order the rows
+    and the held extremes exactly as the tuples do, and equal tuples get equal codes: the values packed into
+    bit fields, offset by their least, when their ranges fit in 62 bits together; else dense ranks (from 1)
+    over the rows and the held extremes together.
+
+    >>> for big in (0, 2**62):
+    ...     r, h, back = _lex_ranks([np.array([5, 5, 7]), np.array([2, 1, big])],
+    ...                             [np.array([5, 9]), np.array([1, 0])], np.array([True, False]))
+    ...     print(bool(r[1] < r[0] < r[2]) and bool(h[0] == r[1]), [x.tolist() for x in back(r)])
+    True [[5, 5, 7], [2, 1, 0]]
+    True [[5, 5, 7], [2, 1, 4611686018427387904]]
+    """
+    n = len(rows[0])
+    keys = [np.concatenate([r, h[had]]) for r, h in zip(rows, held)]
+    lows = [int(k.min()) for k in keys]
+    spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows)]
+    total = 1
+    for sp in spans:
+        total *= sp
+    if total < 2**62:
+        code = np.zeros(len(keys[0]), dtype=np.int64)
+        for k, lo, sp in zip(keys, lows, spans):
+            code = code * sp + (k - lo)
+        held_code = np.zeros(len(had), dtype=np.int64)
+        held_code[had] = code[n:]
+
+        def unpack(c: np.ndarray) -> list[np.ndarray]:
+            out = []
+            for lo, sp in zip(lows[::-1], spans[::-1]):
+                c, part = np.divmod(c, sp)
+                out.append(part + lo)
+            return out[::-1]
+        return code[:n], held_code, unpack
+    order = np.lexsort(keys[::-1])                # the first value the primary key
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for k in keys:
+        sk = k[order]
+        new[1:] |= sk[1:] != sk[:-1]
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.cumsum(new)                  # 1, 2, ...
+    table = [np.concatenate([k[:1], k[order][new]]) for k in keys]    # rank r's values at r (0: a filler)
+    held_rank = np.zeros(len(had), dtype=np.int64)
+    held_rank[had] = rank[n:]
+    return rank[:n], held_rank, lambda r: [t[r] for t in table]
 
 
 def _grown(a: np.ndarray, cap: int, used: int) -> np.ndarray:

@@ -345,6 +345,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def on_batch(self, i: int, batch: Batch) -> None:
         w = self.windows[i]
         if w is None:
+            if i == 1 and self.arg_ext is not None:
+                return                    # an arg max's right: read for its frontier only (the run loop's)
             sel = self.selects[i]
             if sel is not None:               # a fused selection (``fuse_select``): its rows and columns only
                 counts = self._select_rows[i]

@@ -20,6 +20,8 @@ from dsms.operators.base import Operator
 from dsms.operators.distinct import DistinctOp
 from dsms.operators.join import JoinOp
 from dsms.operators.join_extreme import JoinExtremeOp, widened
+from dsms.operators.lex_extreme_agg import LexExtremeAggregateOp
+from dsms.operators.lex_extreme_join import LexExtremeJoinOp
 from dsms.operators.netting import ChangelogOp, ToStreamOp
 from dsms.operators.partition_window import PartitionWindowOp
 from dsms.operators.project import ProjectOp
@@ -37,6 +39,7 @@ from dsms.plan.arg_extreme import arg_extreme
 from dsms.plan.binder import conjuncts, type_resolver
 from dsms.plan.join_extreme import JoinExtreme, join_extreme
 from dsms.plan.labels import named_label
+from dsms.plan.lex_extreme import LexAggregate, LexExtreme, lex_aggregate, lex_extreme
 from dsms.plan.rules.push_projection_down import _remap, narrow, unnarrow
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
 from dsms.plan.window_extreme import WindowExtreme, window_extreme
@@ -87,6 +90,10 @@ class PhysicalPlanner:
             return built.queue
         if isinstance(node, L.Join) and (extreme := window_extreme(node)) is not None:
             return self._window_extreme_join(node, extreme, query_id)
+        if isinstance(node, L.Join) and (lex := lex_extreme(node, self._view_root)) is not None:
+            return self._lex_extreme_join(node, lex, query_id)
+        if isinstance(node, L.Aggregate) and (lexagg := lex_aggregate(node, self._view_root)) is not None:
+            return self._lex_aggregate(node, lexagg, query_id)
         if (isinstance(node, L.Join | L.SemiJoin | L.Filter) or isinstance(node, L.Window)
                 and node.wkind != "UNBOUNDED") and node not in self._plain:
             queue = self._share_narrowed(node, query_id)
@@ -541,6 +548,42 @@ class PhysicalPlanner:
                                  None if pred is None else named_label(node, pred.text))
         return self._record(node, out, op, qid, via=shape.source)
 
+    def _lex_extreme_join(self, node: L.Join, shape: LexExtreme, qid) -> Queue:
+        """An arg max (min) joined with the MIN or MAX of another column per group (``dsms/plan/lex_extreme.py``
+        checked the facts) as one operator reading the relation below the arg max, from its inserts alone
+        (``dsms/operators/lex_extreme_join.py``); it stands for the join, the arg max below it and the reads of
+        the aggregates, which it needs neither the rows nor the frontier of."""
+        inp = self.build(shape.source, qid)
+        out = self._new_queue()
+        op = LexExtremeJoinOp(inp, out, shape)
+        return self._record(node, out, op, qid, via=shape.source)
+
+    def _lex_aggregate(self, node: L.Aggregate, shape: LexAggregate, qid) -> Queue:
+        """A MIN or MAX per group over an arg max (``dsms/plan/lex_extreme.py`` checked the facts) as one operator
+        reading the relation below the arg max, from its inserts alone (``dsms/operators/lex_extreme_agg.py``);
+        it stands for the aggregate and the arg max below it."""
+        inp = self.build(shape.source, qid)
+        out = self._new_queue()
+        op = LexExtremeAggregateOp(inp, out, shape.group, shape.values, dtypes_of(node.types))
+        return self._record(node, out, op, qid, via=shape.source)
+
+    def _net_lex(self, node) -> bool:
+        """Whether ``node`` is a lexicographic-extreme join (``_lex_extreme_join``), or a projection of plain
+        columns of one, that emits each instant's net change once: the join releases whole instants only, and
+        within one instant the rows that leave are below the new extreme and the rows that enter at it, so
+        no row leaves and enters at one instant as long as the columns kept include every value ranked."""
+        cols = range(len(node.types))
+        if isinstance(node, L.Project):
+            if not all(isinstance(e, ast.ColumnRef) and e.name.startswith("$") for e in node.exprs):
+                return False
+            cols, node = [int(e.name[1:]) for e in node.exprs], node.child
+        built = self.memo.get(node)
+        op = built.op if built is not None else None
+        if not isinstance(op, LexExtremeJoinOp):
+            return False
+        kept = {op.spec.out_from[c] for c in cols}
+        return all(c in kept for c, _ in op.spec.values)
+
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
         """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when
         that window alone reads it (``JoinOp.fuse_project``)."""
@@ -639,7 +682,7 @@ class PhysicalPlanner:
         out = self._new_queue()
         # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
         # results (the server's snapshot) start from them
-        net = final_net(node.child)
+        net = final_net(node.child) or self._net_lex(node.child)
         key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
