@@ -17,6 +17,7 @@ from dsms.plan.binder import Binder
 from dsms.plan.labels import explain_logical
 from dsms.plan.rules import optimize
 from dsms.plan.rules.share_join_prefix import share_join_prefix
+from dsms.plan.support import support_side
 from dsms.plan.window_extreme import window_extreme
 
 SHOW_HEADERS: dict[str, list[str]] = {
@@ -112,4 +113,6 @@ def _planned_as(node) -> str:
     window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py)."""
     if isinstance(node, L.Join) and window_extreme(node) is not None:
         return " [built as one window_extreme_join: rows at the window's extreme only]"
+    if isinstance(node, L.Distinct) and (side := support_side(node)) is not None:
+        return f" [the join below keeps one pair per {('left', 'right')[side]} row]"
     return ""
