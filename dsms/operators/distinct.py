@@ -17,6 +17,7 @@ from dsms.batch import Batch
 from dsms.operators.base import Operator
 from dsms.operators.row_state_kind import RowStateKind
 from dsms.queues import Queue
+from synopses.prefix_rowids import PrefixRowIds
 from synopses.rowcodes import RowIds
 
 # forget rows whose counts are all zero once they outnumber the live ones (and this many)
@@ -33,7 +34,8 @@ class RowCounts:
     """
 
     def __init__(self, dtypes: list, sides: int) -> None:
-        self.rowids = RowIds(dtypes)
+        # rows of numbers and strings: coded on the numbers first (``synopses/prefix_rowids.py``)
+        self.rowids = PrefixRowIds(dtypes) if PrefixRowIds.fits(dtypes) else RowIds(dtypes)
         self.counts = np.zeros((sides, 0), dtype=np.int64)      # capacity grows by doubling
         self.live = 0                                           # rows with a nonzero count on some side
         self._recent: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}   # ``_ids``
