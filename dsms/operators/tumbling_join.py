@@ -117,10 +117,14 @@ class TumblingEpochs:
             else:
                 batch = Batch(np.concatenate([r[0] for r in raw]), np.concatenate([r[1] for r in raw]),
                               [np.concatenate([r[2][j] for r in raw]) for j in range(len(raw[0][2]))])
-            store = join.windows[side].store
-            budget = store.memory
-            store.memory = None
             w = join.windows[side]
+            store = w.store
+            budget = store.memory
+            if budget is None:            # (a knob write costs a control-table update: only when there is one)
+                join.feed_window(side, batch, picked=True)
+                w.on_frontier(w.frontier())
+                continue
+            store.memory = None
             try:
                 join.feed_window(side, batch, picked=True)
                 w.on_frontier(w.frontier())
