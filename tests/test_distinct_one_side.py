@@ -150,7 +150,9 @@ def test_one_pair_per_row_and_the_reference_answer():
                ("heartbeat", 10), ("run",),
                ("push", "T", [{"a": 2, "d": 0.5}], [10]), ("push", "S", [{"a": 1, "b": 0, "c": "z"}], [10]),
                ("run",), ("push", "S", [{"a": 3, "b": 0, "c": "w"}], [14]), ("run",)]
-    assert _join(check_query(CATALOG, query, actions, 40)).support_side == 0
+    eng = check_query(CATALOG, query, actions, 40)
+    assert _join(eng).support_side == 0
+    assert "distinct: [the join below keeps one pair per left row]" in eng.execute("EXPLAIN " + query)["explain"]
     got, pairs = _run(query, actions, 40, 0, None, 0, True)
     full, all_pairs = _run(query, actions, 40, 0, None, 0, False)
     assert got == full

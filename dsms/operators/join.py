@@ -140,8 +140,8 @@ class JoinOp(JoinStateKind, BinaryOperator):
     def keep_support(self, side: int) -> None:
         """Only a DISTINCT of columns of input ``side`` reads this join (the planner knows,
         ``PhysicalPlanner._Distinct``), so the output need only hold, at every instant, at least one pair of
-        each row of that side that has a match: a tumbling join (``tumbling_join.py``) then emits the first
-        pair of each such row instead of all of them (NEXMark q8: a person and the first of their auctions).
+        each row of that side that has a match: a tumbling join (``tumbling_join.py``) then emits one pair
+        of each such row instead of all of them (NEXMark q8: a person and one of their auctions).
         The general path emits every pair as before, and the tumbling path completes what it emitted to every
         pair before handing over (``TumblingEpochs._complete``). EXPLAIN shows it on the join's label."""
         self.support_side = side

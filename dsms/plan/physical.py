@@ -168,6 +168,7 @@ class PhysicalPlanner:
                     freed.append(built.op)
         self.built = [b for b in self.built if b.users]
         self.memo = {n: b for n, b in self.memo.items() if b.users}
+        self._support = {n: op for n, op in self._support.items() if n in self.memo}
         return freed
 
     # ---------------------------------------------------------------- leaves
