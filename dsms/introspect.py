@@ -19,6 +19,7 @@ from dsms.plan.labels import explain_logical
 from dsms.plan.lex_extreme import lex_aggregate, lex_extreme
 from dsms.plan.rules import optimize
 from dsms.plan.rules.share_join_prefix import share_join_prefix
+from dsms.plan.support import support_side
 from dsms.plan.window_extreme import window_extreme
 
 SHOW_HEADERS: dict[str, list[str]] = {
@@ -125,4 +126,6 @@ def _planned_as(node, view_root) -> str:
     if isinstance(node, L.Aggregate) and join_extreme(node) is not None:
         # (dsms/plan/join_extreme.py; unless a build of that join is shared, which EXPLAIN cannot see here)
         return " [folded into the join below: one join_extreme]"
+    if isinstance(node, L.Distinct) and (side := support_side(node)) is not None:
+        return f" [the join below keeps one pair per {('left', 'right')[side]} row]"
     return ""

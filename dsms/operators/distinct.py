@@ -17,6 +17,7 @@ from dsms.batch import Batch
 from dsms.operators.base import Operator
 from dsms.operators.row_state_kind import RowStateKind
 from dsms.queues import Queue
+from synopses.prefix_rowids import PrefixRowIds
 from synopses.rowcodes import RowIds
 
 # forget rows whose counts are all zero once they outnumber the live ones (and this many)
@@ -33,10 +34,13 @@ class RowCounts:
     """
 
     def __init__(self, dtypes: list, sides: int) -> None:
-        self.rowids = RowIds(dtypes)
+        # rows of numbers and strings: coded on the numbers first (``synopses/prefix_rowids.py``)
+        self.rowids = PrefixRowIds(dtypes) if PrefixRowIds.fits(dtypes) else RowIds(dtypes)
         self.counts = np.zeros((sides, 0), dtype=np.int64)      # capacity grows by doubling
         self.live = 0                                           # rows with a nonzero count on some side
         self._recent: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}   # ``_ids``
+        self._pos = np.arange(64, dtype=np.int64)              # 0, 1, 2, ... (``_all_distinct``)
+        self._scratch = np.empty(64, dtype=np.int64)           # a slot per id (``_all_distinct``)
 
     def nbytes(self) -> int:
         return self.rowids.nbytes() + self.counts.nbytes
@@ -49,6 +53,8 @@ class RowCounts:
         ids = self._ids(cols)
         self._reserve(self.rowids.n)
         n = len(ids)
+        if self._all_distinct(ids):
+            return self._distinct_changes(ids, deltas, f)
         order = group_order(ids, self.rowids.n)                 # by row; arrival order kept within a row
         g = ids[order]
         start = np.ones(n, dtype=bool)
@@ -76,6 +82,40 @@ class RowCounts:
         self.live += int(is_live.sum()) - int(was_live.sum())
         d = np.empty(n, dtype=np.int64)
         d[order] = f(*after) - f(*before)
+        if self.rowids.n - self.live > max(self.live, COMPACT_MIN):
+            self._compact()
+        return d
+
+    def _all_distinct(self, ids: np.ndarray) -> bool:
+        """Whether no row occurs twice in the batch (a whole window's rows entering or leaving, as DISTINCT
+        above a join of tumbling windows gets them): each position is written at its id in a scratch array and
+        read back; a repeated id reads back another position for one of its rows, whichever write won."""
+        n = len(ids)
+        if n > len(self._pos):
+            self._pos = np.arange(max(n, 2 * len(self._pos)), dtype=np.int64)
+        if self.rowids.n > len(self._scratch):
+            self._scratch = np.empty(max(self.rowids.n, 2 * len(self._scratch)), dtype=np.int64)
+        pos, scratch = self._pos[:n], self._scratch
+        scratch[ids] = pos
+        return bool((scratch[ids] == pos).all())
+
+    def _distinct_changes(self, ids: np.ndarray, deltas: list[np.ndarray],
+                          f: Callable[..., np.ndarray]) -> np.ndarray:
+        """``changes`` when every row occurs once in the batch: each delta's count before it is the row's
+        count before the batch, with no grouping of the batch by row."""
+        before, after = [], []
+        was_live = np.zeros(len(ids), dtype=bool)
+        is_live = np.zeros(len(ids), dtype=bool)
+        for side, dv in enumerate(deltas):
+            base = self.counts[side, ids]
+            run = base + dv
+            before.append(base)
+            after.append(run)
+            was_live |= base != 0
+            is_live |= run != 0
+            self.counts[side, ids] = run
+        self.live += int(is_live.sum()) - int(was_live.sum())
+        d = f(*after) - f(*before)
         if self.rowids.n - self.live > max(self.live, COMPACT_MIN):
             self._compact()
         return d

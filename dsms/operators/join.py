@@ -118,6 +118,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
         self._memo: dict[tuple[int, int], tuple[Batch, np.ndarray]] = {}
         self.epochs: TumblingEpochs | None = None     # two tumbling windows of one size: a period at a time
         self.arg_ext: ArgExtremeRelease | None = None  # an arg max (min) the planner proved (use_arg_extreme)
+        self.support_side: int | None = None   # only a DISTINCT of this side's columns reads it (keep_support)
         self.init_join_kind()
 
     def key_side(self, side: int, group: tuple[int, ...] | None) -> None:
@@ -137,6 +138,24 @@ class JoinOp(JoinStateKind, BinaryOperator):
         ext = self.arg_ext = ArgExtremeRelease(spec)
         self.synopses = [*self.sides, StateSynopsis("rows at their group's extreme", ext.__len__, ext.nbytes)]
         self.detail += f" [winners: {spec.fn} per group, from the left alone]"
+
+    def keep_support(self, side: int) -> None:
+        """Only a DISTINCT of columns of input ``side`` reads this join (the planner knows,
+        ``PhysicalPlanner._Distinct``), so the output need only hold, at every instant, at least one pair of
+        each row of that side that has a match: a tumbling join (``tumbling_join.py``) then emits one pair
+        of each such row instead of all of them (NEXMark q8: a person and one of their auctions).
+        The general path emits every pair as before, and the tumbling path completes what it emitted to every
+        pair before handing over (``TumblingEpochs._complete``). EXPLAIN shows it on the join's label."""
+        self.support_side = side
+        self.detail += f" [one pair per {('left', 'right')[side]} row: DISTINCT above]"
+
+    def keep_all_pairs(self) -> None:
+        """Undo ``keep_support`` (a later query shares this join or the projection above it): only before any
+        input arrived, when nothing has been emitted."""
+        if self.support_side is not None:
+            self.detail = self.detail.replace(f" [one pair per {('left', 'right')[self.support_side]} row: "
+                                              "DISTINCT above]", "")
+            self.support_side = None
 
     def hash_side(self, side: int, bucket: tuple[int, int] | None) -> None:
         """Hold input ``side``, probed by the other input held by key (``key_side``), as a hash multimap from

@@ -117,10 +117,14 @@ class TumblingEpochs:
             else:
                 batch = Batch(np.concatenate([r[0] for r in raw]), np.concatenate([r[1] for r in raw]),
                               [np.concatenate([r[2][j] for r in raw]) for j in range(len(raw[0][2]))])
-            store = join.windows[side].store
-            budget = store.memory
-            store.memory = None
             w = join.windows[side]
+            store = w.store
+            budget = store.memory
+            if budget is None:            # (a knob write costs a control-table update: only when there is one)
+                join.feed_window(side, batch, picked=True)
+                w.on_frontier(w.frontier())
+                continue
+            store.memory = None
             try:
                 join.feed_window(side, batch, picked=True)
                 w.on_frontier(w.frontier())
@@ -195,10 +199,10 @@ class TumblingEpochs:
             # new left rows against all right rows (held and new), then held left rows against new right rows
             right = rows[1] + ([(new[1], nc[1])] if new[1] is not None else [])
             if new[0] is not None and right:
-                got.append((new[0], nc[0], right, 0))
+                got.append(([(new[0], nc[0])], right, 0))
             if new[1] is not None and rows[0]:
-                got.append((new[1], nc[1], rows[0], 1))
-            pairs = [_pairs(*g) for g in got]
+                got.append((rows[0], [(new[1], nc[1])], 1))
+            pairs = [_group_pairs(g, join.support_side) for g in got]
             total += sum(len(p[0]) for p in pairs)
             if total > budget:
                 return False
@@ -243,6 +247,8 @@ class TumblingEpochs:
         general path had applied them, and hand the windows the batches held back: from here on it takes
         over."""
         self.flush(join)
+        if join.support_side is not None and self.pairs:
+            self._complete(join)
         for side in (0, 1):
             if self.rows[side]:
                 b = concat([r for r, _ in self.rows[side]])
@@ -253,6 +259,37 @@ class TumblingEpochs:
         self.rows, self.pairs, self.n_pairs = [[], []], [], 0
 
 
+    def _complete(self, join) -> None:
+        """Before the general path takes over from a join that keeps only the support (``JoinOp.keep_support``):
+        emit every pair of the rows held, then delete the pairs emitted for them, so that what the join has
+        output is the whole join of its state, whose pairs the general path deletes as they leave. Both at one
+        instant no earlier than anything emitted or passed by a heartbeat (``output.last_ts``), the inserts
+        first: every row's count stays positive throughout, so the DISTINCT above sees no change."""
+        left, right = self.rows
+        t = self.at
+        last = join.output.last_ts
+        if last is not None and last > t:
+            t = int(last)
+        outs = []
+        if left and right:
+            lb = concat([b for b, _ in left]) if len(left) > 1 else left[0][0]
+            lc = np.concatenate([c for _, c in left]) if len(left) > 1 else left[0][1]
+            pidx, tidx, mine, theirs, _ = _pairs(lb, lc, right, 0)
+            if len(pidx):
+                n = len(pidx)
+                out = Batch(np.full(n, t, dtype=np.int64), np.ones(n, dtype=np.int8),
+                            [c[pidx] for c in mine.cols] + [c[tidx] for c in theirs.cols])
+                if join.predicate is not None:
+                    out = out.take(join.predicate(colmap(out), n))
+                outs.append(out)
+        old = concat(self.pairs) if len(self.pairs) > 1 else self.pairs[0]
+        m = len(old)
+        outs.append(Batch(np.full(m, t, dtype=np.int64), np.full(m, -1, dtype=np.int8), old.cols))
+        for out in outs:
+            join.emit(out)
+        self.pairs, self.n_pairs = [], 0
+
+
 def _distinct_sorted(ts: np.ndarray) -> list[int]:
     """The distinct values of ascending timestamps (a window's release: one or a few window ends), without
     the sort ``np.unique`` does."""
@@ -261,12 +298,55 @@ def _distinct_sorted(ts: np.ndarray) -> list[int]:
     return ts[np.flatnonzero(np.concatenate([[True], ts[1:] != ts[:-1]]))].tolist()
 
 
-def _pairs(mine: Batch, mine_codes: np.ndarray, theirs: list[tuple[Batch, np.ndarray]], side: int):
+def _group_pairs(group: tuple[list, list, int], support: int | None):
+    """The pairs of a group (left rows, right rows, each a list of (batch, key codes); the side whose rows are
+    new, one batch): every pair, or with ``support`` (``JoinOp.keep_support``) one pair of each row of that
+    side that has any."""
+    new = group[2]
+    if support is None:
+        return _pairs(*group[new][0], group[1 - new], new)
+    mine = group[support]
+    mb = concat([b for b, _ in mine]) if len(mine) > 1 else mine[0][0]
+    mc = np.concatenate([c for _, c in mine]) if len(mine) > 1 else mine[0][1]
+    return _pairs(mb, mc, group[1 - support], support, first=True)
+
+
+def _pairs(mine: Batch, mine_codes: np.ndarray, theirs: list[tuple[Batch, np.ndarray]], side: int,
+           first: bool = False):
     """(rows of ``mine``, rows of ``theirs`` joined into one batch, the two batches, ``mine``'s side) of the
-    pairs with equal key codes."""
+    pairs with equal key codes; with ``first``, only one pair of each row of ``mine`` that has any."""
     tb = concat([b for b, _ in theirs]) if len(theirs) > 1 else theirs[0][0]
     tc = np.concatenate([c for _, c in theirs]) if len(theirs) > 1 else theirs[0][1]
+    if first and len(tc):
+        got = _one_match(mine_codes, tc)
+        if got is not None:
+            pidx = np.flatnonzero(got >= 0)
+            return pidx, got[pidx], mine, tb, side
     o = stable_argsort(tc)
     lo, hi = search_both(tc[o], mine_codes)
+    if first:
+        pidx = np.flatnonzero(hi > lo)
+        return pidx, o[lo[pidx]], mine, tb, side
     pidx, tidx = expand(lo, hi - lo)
     return pidx, o[tidx], mine, tb, side
+
+
+def _one_match(probe: np.ndarray, codes: np.ndarray) -> np.ndarray | None:
+    """Per probe code, the position of some row of ``codes`` with that code (-1: none), by a table indexed by
+    code when the codes span a range a few times their number (ids of one window: NEXMark q8's sellers, 6,000
+    codes over 3,000 values, 20 us against 78 for a sort and two binary searches); None when they do not.
+
+    >>> _one_match(np.array([7, 9, 5]), np.array([5, 7, 7])).tolist() in ([1, -1, 0], [2, -1, 0])
+    True
+    """
+    lo, hi = int(codes.min()), int(codes.max())
+    span = hi - lo + 1
+    if span > 4 * (len(codes) + len(probe)) + 1024:
+        return None
+    table = np.full(span, -1, dtype=np.int64)
+    table[codes - lo] = np.arange(len(codes))
+    at = probe - lo
+    inside = (at >= 0) & (at < span)
+    got = np.full(len(probe), -1, dtype=np.int64)
+    got[inside] = table[at[inside]]
+    return got

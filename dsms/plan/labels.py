@@ -157,7 +157,7 @@ def explain_logical(root, kind: str, columns: Sequence[tuple[str, str]], note=No
         if not isinstance(node, L.StreamScan | L.RelationScan | L.QueryOutput):
             label = named_label(node, label)
         if note is not None:
-            label += note(node)
+            label = (label + note(node)).lstrip()
         lines.append("  " * depth + what + (f": {label}" if label else ""))
         for child in node.children:
             walk(child, depth + 1)

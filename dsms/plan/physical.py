@@ -41,6 +41,7 @@ from dsms.plan.join_extreme import JoinExtreme, join_extreme
 from dsms.plan.labels import named_label
 from dsms.plan.lex_extreme import LexAggregate, LexExtreme, lex_aggregate, lex_extreme
 from dsms.plan.rules.push_projection_down import _remap, narrow, unnarrow
+from dsms.plan.support import support_side
 from dsms.plan.unique_keys import group_column, keyed_on, unique_key
 from dsms.plan.window_extreme import WindowExtreme, window_extreme
 from dsms.queues import Queue
@@ -78,6 +79,7 @@ class PhysicalPlanner:
         self._plain: set = set()                 # windows being built as themselves, not as a shared one
         self._joins: list[tuple[set, set]] = []  # per join being built: its RANGE window inputs, what it built
         self.built: list[Built] = []             # every build, for release
+        self._support: dict = {}                 # a projection and join below a DISTINCT -> the join told so
 
     def build(self, node, query_id: str) -> Queue:
         built = self.memo.get(node)
@@ -86,6 +88,8 @@ class PhysicalPlanner:
             fused = self._fused_op(node, built)
             if fused is not None:
                 self._unfuse(fused)                     # shared from now on: it needs its output queue again
+            if node in self._support:                   # shared from now on: every pair is read
+                self._support.pop(node).keep_all_pairs()
             self._own(node, built, query_id)
             return built.queue
         if isinstance(node, L.Join) and (extreme := window_extreme(node)) is not None:
@@ -240,6 +244,7 @@ class PhysicalPlanner:
                     freed.append(built.op)
         self.built = [b for b in self.built if b.users]
         self.memo = {n: b for n, b in self.memo.items() if b.users}
+        self._support = {n: op for n, op in self._support.items() if n in self.memo}
         return freed
 
     # ---------------------------------------------------------------- leaves
@@ -469,9 +474,30 @@ class PhysicalPlanner:
         return out, op
 
     def _Distinct(self, node: L.Distinct, qid):
+        side = support_side(node)
+        if side is not None and (node.child in self.memo or node.child.child in self.memo):
+            side = None                               # built already for another query: read as it is
         inp = self.build(node.child, qid)
+        if side is not None:
+            self._keep_support(node.child, side)
         out = self._new_queue()
         return out, DistinctOp(inp, out, dtypes_of(node.types), insert_only=node.child.monotone)
+
+    def _keep_support(self, project, side: int) -> None:
+        """Tell the join below a DISTINCT of one side's columns that only the support matters
+        (``JoinOp.keep_support``; ``support_side`` says when), if the projection and the join were built as
+        themselves for this DISTINCT alone: a projection reading the join's queue, the join a ``JoinOp``, no
+        view of another query's build. A later query that shares either gets every pair again
+        (``build``: ``keep_all_pairs``, before any input, so before any output)."""
+        pb, jb = self.memo.get(project), self.memo.get(project.child)
+        if pb is None or jb is None or pb.via is not None or jb.via is not None:
+            return
+        op = jb.op
+        if (not isinstance(op, JoinOp) or not isinstance(pb.op, ProjectOp) or op.append is not None
+                or op.arg_ext is not None or pb.op.input_queues[0] is not jb.queue):
+            return
+        op.keep_support(side)
+        self._support[project] = self._support[project.child] = op
 
     # ---------------------------------------------------------------- binary
 

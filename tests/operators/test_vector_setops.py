@@ -18,6 +18,7 @@ from dsms.operators.binary import BinaryOperator
 from dsms.operators.distinct import DistinctOp
 from dsms.operators.set_op import SetOpOp
 from dsms.queues import Queue
+from synopses.prefix_rowids import PrefixRowIds
 from synopses.rowcodes import IntIds, ObjectIds, RowIds
 
 NAN = float("nan")
@@ -169,11 +170,18 @@ def check_table(op):
     n = table.rowids.n
     assert table.live == int((table.counts[:, :n] != 0).any(axis=0).sum())
     assert not table.counts[:, n:].any()
-    for t in [*table.rowids.columns, *table.rowids.links]:
-        if isinstance(t, ObjectIds):
-            assert sorted(t.id_of.values()) == list(range(t.n))
-        else:
-            assert t.ids(t.key_of().copy()).tolist() == list(range(t.n))
+    rowids = [table.rowids]
+    if isinstance(table.rowids, PrefixRowIds):        # numbers and strings: two RowIds inside
+        r = table.rowids
+        rowids = [r.prefix, r.spill]
+        rep = r.rep[:r.prefix.n]
+        assert (rep >= 0).all() and (r.prefix_of[rep] == np.arange(r.prefix.n)).all()
+    for ids in rowids:
+        for t in [*ids.columns, *ids.links]:
+            if isinstance(t, ObjectIds):
+                assert sorted(t.id_of.values()) == list(range(t.n))
+            else:
+                assert t.ids(t.key_of().copy()).tolist() == list(range(t.n))
 
 
 def configure(compact_small, monkeypatch):
