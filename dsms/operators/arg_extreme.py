@@ -87,19 +87,9 @@ class ArgExtremeRelease:
             vals.append(~v if fn == "MIN" else v)
         s = self.slots.of(g)
         self._grow(self.slots.n)
-        o = stable_argsort(s)                     # by slot, in time order within one (the batch's order)
-        ss, tt = s[o], b.ts[o]
-        n = len(o)
-        brk = np.ones(n, dtype=bool)
-        brk[1:] = (ss[1:] != ss[:-1]) | (tt[1:] != tt[:-1])
-        starts = np.flatnonzero(brk)              # the instants of each slot
+        o, ss, tt, brk, starts, i_slot, i_ts, seg, f = slot_instants(s, b.ts)
         m = len(starts)
         inst = np.cumsum(brk) - 1                 # each row's instant
-        i_slot, i_ts = ss[starts], tt[starts]
-        first = np.ones(m, dtype=bool)            # a slot's first instant
-        first[1:] = i_slot[1:] != i_slot[:-1]
-        seg = np.cumsum(first) - 1                # each instant's slot segment
-        f = np.flatnonzero(first)
         had = self.has[i_slot[f]]
         if len(vals) == 1:
             vv, old, back = vals[0][o], self.best[i_slot[f]], None
@@ -260,6 +250,23 @@ class _Winners:
         self.__init__()
         if len(rows):
             self.add(cols, slots[o])
+
+
+def slot_instants(s: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A batch's rows put by slot ``s``, in time order within one (``o``; ``ss``, ``tt`` their slots and
+    times), cut into the instants of each slot: ``brk`` marks a row that starts one, ``starts`` is each
+    instant's first row, ``i_slot``/``i_ts`` its slot and time, ``seg`` its slot's segment and ``f`` each
+    segment's first instant. An arg max's release and a lexicographic aggregate both walk a batch this way,
+    and the rows of one slot must be in time order in the batch (a stable sort keeps them so)."""
+    o = stable_argsort(s)
+    ss, tt = s[o], ts[o]
+    brk = np.ones(len(o), dtype=bool)
+    brk[1:] = (ss[1:] != ss[:-1]) | (tt[1:] != tt[:-1])
+    starts = np.flatnonzero(brk)
+    i_slot, i_ts = ss[starts], tt[starts]
+    first = np.ones(len(starts), dtype=bool)
+    first[1:] = i_slot[1:] != i_slot[:-1]
+    return o, ss, tt, brk, starts, i_slot, i_ts, np.cumsum(first) - 1, np.flatnonzero(first)
 
 
 def time_order(ts: np.ndarray, sign: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from dsms.batch import Batch
-from dsms.operators.arg_extreme import _grown, _lex_ranks, running_extreme, time_order
+from dsms.operators.arg_extreme import _grown, _lex_ranks, running_extreme, slot_instants, time_order
 from dsms.operators.base import FinalInstantsOperator
 from dsms.queues import Queue
 from synopses.key_slots import KeySlots
@@ -68,18 +68,8 @@ class LexExtremeAggregateOp(FinalInstantsOperator):
         g = b.cols[self.group].astype(np.int64, copy=False)
         s = self.slots.of(g)
         self._grow(self.slots.n)
-        o = stable_argsort(s)                     # by slot, in time order within one
-        ss, tt = s[o], b.ts[o]
-        n = len(o)
-        brk = np.ones(n, dtype=bool)
-        brk[1:] = (ss[1:] != ss[:-1]) | (tt[1:] != tt[:-1])
-        starts = np.flatnonzero(brk)              # the instants of each slot
+        o, _, _, _, starts, i_slot, i_ts, seg, f = slot_instants(s, b.ts)
         m = len(starts)
-        i_slot, i_ts = ss[starts], tt[starts]
-        first = np.ones(m, dtype=bool)
-        first[1:] = i_slot[1:] != i_slot[:-1]
-        seg = np.cumsum(first) - 1
-        f = np.flatnonzero(first)
         fs = i_slot[f]
         had = self.has[fs]
         vals = []
