@@ -15,7 +15,17 @@ from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.generators import A_VALUES, B_VALUES, C_VALUES, CATALOG, D_VALUES, apply, check_query, inputs
+from oracle.generators import (
+    A_VALUES,
+    B_VALUES,
+    C_VALUES,
+    CATALOG,
+    D_VALUES,
+    apply,
+    check_query,
+    inputs,
+    uneven_actions,
+)
 
 X_COLS = ["X.a", "X.b", "X.c"]
 Y_COLS = ["Y.a", "Y.d"]
@@ -50,33 +60,12 @@ def shapes(draw):
 
 @st.composite
 def uneven(draw, size_max: int = 10):
-    """Pushes of several instants each to S and T in any interleaving (one input may run windows ahead of the
-    other), runs after most, no heartbeat but the final one; few distinct values, so rows repeat."""
-    per_input = []
-    for name in ("S", "T"):
-        t, acts = draw(st.integers(0, 3)), []
-        for _ in range(draw(st.integers(1, 8))):
-            ts = []
-            for _ in range(draw(st.integers(1, 5))):
-                t += draw(st.integers(0, 3))
-                ts.append(t)
-            if name == "S":
-                rows = [{"a": draw(st.sampled_from(A_VALUES)), "b": draw(st.sampled_from(B_VALUES[:3])),
-                         "c": draw(st.sampled_from(C_VALUES[:3]))} for _ in ts]
-            else:
-                rows = [{"a": draw(st.sampled_from(A_VALUES)), "d": draw(st.sampled_from(D_VALUES))} for _ in ts]
-            acts.append(("push", name, rows, ts))
-            t += draw(st.integers(0, 6))
-        per_input.append(acts)
-    order = draw(st.permutations([i for i, acts in enumerate(per_input) for _ in acts]))
-    runs = draw(st.lists(st.integers(0, 3), min_size=len(order), max_size=len(order)))
-    actions = []
-    for i, r in zip(order, runs):
-        actions.append(per_input[i].pop(0))
-        if r:
-            actions.append(("run",))
-    last = max(a[3][-1] for a in actions if a[0] == "push")
-    return tuple(actions), last + 2 * size_max + 1
+    """Uneven pushes to S and T (``uneven_actions``) with few distinct values, so rows repeat."""
+    row_s = st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "b": st.sampled_from(B_VALUES[:3]),
+                                   "c": st.sampled_from(C_VALUES[:3])})
+    row_t = st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "d": st.sampled_from(D_VALUES)})
+    actions, last = draw(uneven_actions(row_s, row_t))
+    return actions, last + 2 * size_max + 1
 
 
 def _join(eng):

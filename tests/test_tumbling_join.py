@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.generators import CATALOG, Workload, check_workload, inputs
+from oracle.generators import (
+    A_VALUES,
+    B_VALUES,
+    C_VALUES,
+    CATALOG,
+    D_VALUES,
+    Workload,
+    check_workload,
+    inputs,
+    uneven_actions,
+)
 
 
 def _window(draw, slide: int, kind: str) -> str:
@@ -225,7 +235,6 @@ def uneven_workloads(draw):
     heartbeat but the final one: the join's frontier (the slower input's) then lags its windows' own frontiers,
     which is where holding a period's input back (``TumblingEpochs.hold``) must still feed each window before it
     releases the end those rows enter at, and release the rows fed earlier as the window's frontier passes."""
-    from oracle.generators import A_VALUES, B_VALUES, C_VALUES, D_VALUES
 
     size = draw(st.sampled_from([2, 3, 5, 10]))
     w = f"RANGE {size} SLIDE {size}"
@@ -236,31 +245,11 @@ def uneven_workloads(draw):
         f"SELECT DSTREAM(X.b, Y.d) FROM {from_}",
         f"SELECT ISTREAM(a, c) FROM (SELECT DISTINCT X.a AS a, X.c AS c FROM {from_}) Z",     # NEXMark q8
     ]))
-    per_input = []
-    for name in ("S", "T"):
-        t, acts = draw(st.integers(0, 3)), []
-        for _ in range(draw(st.integers(1, 8))):
-            ts = []
-            for _ in range(draw(st.integers(1, 5))):
-                t += draw(st.integers(0, 3))
-                ts.append(t)
-            if name == "S":
-                rows = [{"a": draw(st.sampled_from(A_VALUES)), "b": draw(st.sampled_from(B_VALUES)),
-                         "c": draw(st.sampled_from(C_VALUES))} for _ in ts]
-            else:
-                rows = [{"a": draw(st.sampled_from(A_VALUES)), "d": draw(st.sampled_from(D_VALUES))} for _ in ts]
-            acts.append(("push", name, rows, ts))
-            t += draw(st.integers(0, 6))
-        per_input.append(acts)
-    order = draw(st.permutations([i for i, acts in enumerate(per_input) for _ in acts]))
-    runs = draw(st.lists(st.integers(0, 3), min_size=len(order), max_size=len(order)))
-    actions = []
-    for i, r in zip(order, runs):
-        actions.append(per_input[i].pop(0))
-        if r:
-            actions.append(("run",))
-    last = max(a[3][-1] for a in actions if a[0] == "push")
-    return Workload(CATALOG, query, tuple(actions), last + 2 * size + 1)
+    row_s = st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "b": st.sampled_from(B_VALUES),
+                                   "c": st.sampled_from(C_VALUES)})
+    row_t = st.fixed_dictionaries({"a": st.sampled_from(A_VALUES), "d": st.sampled_from(D_VALUES)})
+    actions, last = draw(uneven_actions(row_s, row_t))
+    return Workload(CATALOG, query, actions, last + 2 * size + 1)
 
 
 @settings(max_examples=300)

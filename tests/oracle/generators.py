@@ -154,6 +154,36 @@ def two_stream_actions(row_a, row_b, max_steps: int = 14, max_rows: int = 5):
     return actions()
 
 
+def uneven_actions(row_s, row_t):
+    """A strategy of (actions, last push's time) for joins of S and T: pushes of several instants each, rows
+    drawn from ``row_s`` or ``row_t``, in any interleaving (one input may run windows ahead of the other), runs
+    after most and no heartbeat, so each operator sees its inputs advance unevenly."""
+
+    @st.composite
+    def actions(draw):
+        per_input = []
+        for name, row in (("S", row_s), ("T", row_t)):
+            t, acts = draw(st.integers(0, 3)), []
+            for _ in range(draw(st.integers(1, 8))):
+                ts = []
+                for _ in range(draw(st.integers(1, 5))):
+                    t += draw(st.integers(0, 3))
+                    ts.append(t)
+                acts.append(("push", name, [draw(row) for _ in ts], ts))
+                t += draw(st.integers(0, 6))
+            per_input.append(acts)
+        order = draw(st.permutations([i for i, acts in enumerate(per_input) for _ in acts]))
+        runs = draw(st.lists(st.integers(0, 3), min_size=len(order), max_size=len(order)))
+        out = []
+        for i, r in zip(order, runs):
+            out.append(per_input[i].pop(0))
+            if r:
+                out.append(("run",))
+        return tuple(out), max(a[3][-1] for a in out if a[0] == "push")
+
+    return actions()
+
+
 def check_query(statements: tuple, query: str, actions, until: int):
     """Run ``query`` after ``statements`` through the reference evaluator and the engine, apply ``actions``
     to both, heartbeat ``until``, compare the results, and return the engine (for tests that then look at
