@@ -10,9 +10,9 @@ held as before (``ColumnSegments``, shared by both forms), so rows are numbered 
 
 The dict form lasts while the join's releases are small and its rows few (the limits are in
 ``dsms/operators/append_small.py``, which applies those releases); the first release over them, or any caller
-that needs the array form (``find``, ``counts``, ``cover``, ``append``: the join's general release, its exact
-pair count against a low budget), moves the keys into the arrays (``to_arrays``, one append of every row held)
-for good. Either form answers the same.
+that needs the array form (``find``, ``counts``, ``cover``, ``append``, ``defer``: the join's general release,
+its exact pair count against a low budget, a band's lazy input) moves the keys into the arrays (``to_arrays``,
+one append of every row held) for good. Either form answers the same.
 """
 
 from __future__ import annotations
@@ -132,6 +132,15 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
         if self.keys is not None:
             self.to_arrays()
         return super().append(cols, slots)
+
+    def defer(self, cols: list[np.ndarray], slots: np.ndarray, band: np.ndarray) -> None:
+        """Hold rows without indexing them (a band's lazy input, ``AppendJoin._add``): only in the array form.
+        Rows deferred while the keys sat in the dict were in neither (``to_arrays`` rebuilds the arrays from the
+        dict alone), so a later probe missed them: one input could be in the array form and the other still in
+        the dict when a release's exact pair count (``AppendJoin.fits``) moved only the input it counted."""
+        if self.keys is not None:
+            self.to_arrays()
+        super().defer(cols, slots, band)
 
     def cover(self, slots: int) -> None:
         if self.keys is not None:
