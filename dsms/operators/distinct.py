@@ -175,9 +175,16 @@ def emit_changes(op: Operator, batch: Batch, d: np.ndarray) -> None:
     if np.abs(dd).max() > 1:
         rep = np.abs(dd)
         idx, dd = np.repeat(idx, rep), np.repeat(dd, rep)
-    out = batch.take(idx)
+        out = batch.take(idx)
+    elif len(idx) == len(d):
+        out = batch         # every row changed, once: its own arrays, not a copy (a tumbling window's turnover)
+    else:
+        out = batch.take(idx)
     cols = [c.astype(dt, copy=False) for c, dt in zip(out.cols, op.dtypes)]
-    op.emit(Batch(out.ts, np.sign(dd).astype(np.int8), cols))
+    emitted = Batch(out.ts, np.sign(dd).astype(np.int8), cols)
+    if out is batch and batch.col_bytes is not None and all(a is b for a, b in zip(cols, batch.cols)):
+        emitted.col_bytes = list(batch.col_bytes)      # the same columns: their byte counts are known
+    op.emit(emitted)
 
 
 def _positive(c: np.ndarray) -> np.ndarray:
