@@ -103,6 +103,15 @@ class RowCounts:
                           f: Callable[..., np.ndarray]) -> np.ndarray:
         """``changes`` when every row occurs once in the batch: each delta's count before it is the row's
         count before the batch, with no grouping of the batch by row."""
+        if len(deltas) == 1:              # DISTINCT's one side: no per-side lists and masks to combine
+            base = self.counts[0, ids]
+            run = base + deltas[0]
+            self.counts[0, ids] = run
+            self.live += int(np.count_nonzero(run)) - int(np.count_nonzero(base))
+            d = f(run) - f(base)
+            if self.rowids.n - self.live > max(self.live, COMPACT_MIN):
+                self._compact()
+            return d
         before, after = [], []
         was_live = np.zeros(len(ids), dtype=bool)
         is_live = np.zeros(len(ids), dtype=bool)
