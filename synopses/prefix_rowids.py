@@ -69,7 +69,6 @@ class PrefixRowIds:
             rep[:len(self.rep)] = self.rep
             self.rep = rep
         objs = [cols[j] for j in self.obj_cols]
-        out = np.full(n, -1, dtype=np.int64)
         r = self.rep[p]
         fresh = np.flatnonzero(r < 0)
         if len(fresh):                      # the first row of each new prefix becomes its representative
@@ -77,6 +76,9 @@ class PrefixRowIds:
             uniq, first = np.unique(pf, return_index=True)
             self.rep[uniq] = self._add(fresh[first], uniq, objs)
             r = self.rep[p]
+            if len(uniq) == n:              # every row a new prefix, once: each row is its own representative
+                return r                    # (q8's window of new persons: no strings to compare, issue 15)
+        out = np.full(n, -1, dtype=np.int64)
         same = np.ones(n, dtype=bool)
         for c, v in zip(objs, self.vals):
             same &= (c == v[r]).astype(bool, copy=False)

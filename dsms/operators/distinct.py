@@ -103,6 +103,15 @@ class RowCounts:
                           f: Callable[..., np.ndarray]) -> np.ndarray:
         """``changes`` when every row occurs once in the batch: each delta's count before it is the row's
         count before the batch, with no grouping of the batch by row."""
+        if len(deltas) == 1:              # DISTINCT's one side: no per-side lists and masks to combine
+            base = self.counts[0, ids]
+            run = base + deltas[0]
+            self.counts[0, ids] = run
+            self.live += int(np.count_nonzero(run)) - int(np.count_nonzero(base))
+            d = f(run) - f(base)
+            if self.rowids.n - self.live > max(self.live, COMPACT_MIN):
+                self._compact()
+            return d
         before, after = [], []
         was_live = np.zeros(len(ids), dtype=bool)
         is_live = np.zeros(len(ids), dtype=bool)
@@ -175,9 +184,16 @@ def emit_changes(op: Operator, batch: Batch, d: np.ndarray) -> None:
     if np.abs(dd).max() > 1:
         rep = np.abs(dd)
         idx, dd = np.repeat(idx, rep), np.repeat(dd, rep)
-    out = batch.take(idx)
+        out = batch.take(idx)
+    elif len(idx) == len(d):
+        out = batch         # every row changed, once: its own arrays, not a copy (a tumbling window's turnover)
+    else:
+        out = batch.take(idx)
     cols = [c.astype(dt, copy=False) for c, dt in zip(out.cols, op.dtypes)]
-    op.emit(Batch(out.ts, np.sign(dd).astype(np.int8), cols))
+    emitted = Batch(out.ts, np.sign(dd).astype(np.int8), cols)
+    if out is batch and batch.col_bytes is not None and all(a is b for a, b in zip(cols, batch.cols)):
+        emitted.col_bytes = list(batch.col_bytes)      # the same columns: their byte counts are known
+    op.emit(emitted)
 
 
 def _positive(c: np.ndarray) -> np.ndarray:

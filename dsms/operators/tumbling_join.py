@@ -24,9 +24,11 @@ import numpy as np
 
 from dsms.batch import Batch, concat
 from dsms.operators.base import colmap
+from dsms.operators.range_window import RangeWindowOp
 from synopses.base import rows_bytes
 from synopses.sort_order import search_both, stable_argsort
 from synopses.sorted_run_index import expand
+from synopses.window import WindowSynopsis
 
 
 class TumblingEpochs:
@@ -63,7 +65,7 @@ class TumblingEpochs:
         makes final of the rows fed earlier (a run that only held would release nothing, and the join's
         heartbeat, ``JoinOp._output_frontier``, would pass the window end those rows enter at)."""
         w = join.windows[side]
-        if w.store.memory is not None:
+        if w.store._knob_memory is not None:    # the knob's value (``memory``; asked at every run)
             self.flush(join)
             return False
         raw = self.raw[side]
@@ -140,7 +142,8 @@ class TumblingEpochs:
         if join.gates[0] is not None or join.gates[1] is not None or any(join.pending_kinds):
             return False
         for w in (w0, w1):
-            if len(w._ranges) != 1 or w.range != w.slide or w.store.memory is not None:
+            # the knobs' values (``range``, ``memory``), read without their descriptors: asked at every run
+            if len(w._ranges) != 1 or w._knob_range != w.slide or w.store._knob_memory is not None:
                 return False
         return w0.slide == w1.slide
 
@@ -288,6 +291,9 @@ class TumblingEpochs:
         for out in outs:
             join.emit(out)
         self.pairs, self.n_pairs = [], 0
+
+
+assert RangeWindowOp.range.slot == "_knob_range" and WindowSynopsis.memory.slot == "_knob_memory"
 
 
 def _distinct_sorted(ts: np.ndarray) -> list[int]:

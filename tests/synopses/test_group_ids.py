@@ -90,3 +90,28 @@ def test_int_ids_append_numbers_in_order():
     t.append(np.arange(1000, 3000, dtype=np.int64))               # grows the table past a rebuild
     assert t.find(np.array([2**40, 50, -3, 1000, 2999, 7])).tolist() == [2, 0, 1, 3, 2002, -1]
     assert t.ids(np.array([7, 50])).tolist() == [2003, 0]
+
+
+# batches of new keys only (a key that only grows), then batches mixing present keys, repeats and new ones:
+# after a batch of new keys ``IntIds.ids`` finds-or-inserts in one pass (``_add``)
+fresh_run = st.integers(0, 300).map(lambda n: ("fresh", n))
+mixed = st.lists(st.integers(-40, 3000), max_size=80).map(lambda ks: ("mixed", ks))
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.one_of(fresh_run, mixed), max_size=12))
+def test_int_ids_equal_exactly_for_equal_keys_after_batches_of_new_keys(steps):
+    """Ids equal exactly where the keys are, dense and persistent across batches, whichever path a batch takes"""
+    t, seen, top = IntIds(), {}, 10_000
+    for kind, arg in steps:
+        if kind == "fresh":
+            keys = list(range(top, top + arg))
+            top += arg
+        else:
+            keys = arg
+        got = t.ids(np.array(keys, dtype=np.int64)).tolist()
+        for k, i in zip(keys, got):
+            assert seen.setdefault(k, i) == i
+        assert len(set(seen.values())) == len(seen) == t.n       # one id per key, dense
+        assert sorted(seen.values()) == list(range(t.n))
+        assert t.find(np.array(list(seen), dtype=np.int64)).tolist() == list(seen.values())

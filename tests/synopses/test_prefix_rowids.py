@@ -44,6 +44,11 @@ def tables(draw):
             continue
         n = draw(st.integers(0, 40))
         rows = [[draw(gen[k]) for k in kinds] for _ in range(n)]
+        if "i" in kinds and draw(st.integers(0, 2)) == 0:
+            # every row a new prefix, once (a tumbling window's new persons in q8): no string compared
+            j = kinds.index("i")
+            for i, r in enumerate(rows):
+                r[j] = 1000 + 100 * len(steps) + i
         steps.append(("batch", [_column(k, [r[j] for r in rows]) for j, k in enumerate(kinds)]))
     dtypes = [np.dtype(object) if k == "O" else np.dtype(np.int64 if k == "i" else np.float64) for k in kinds]
     return dtypes, steps
