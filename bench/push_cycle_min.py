@@ -23,6 +23,7 @@ sys.path.insert(0, ".")
 from bench import nexmark  # noqa: E402
 from bench.nexmark_gen import generate  # noqa: E402
 from bench.nexmark_queries import BY_NAME, Windows  # noqa: E402
+from bench.push_cycle_parts import timed_cycle  # noqa: E402
 from dsms import Engine  # noqa: E402
 
 PARTS = ("push", "heartbeat", "run", "drain", "total")
@@ -44,17 +45,8 @@ def cycle_parts(name: str, ev: dict, events: int, rounds: int, per_push: int) ->
         gc.collect()
         gc.freeze()
         for i, cycle in enumerate(pushes):
-            t0 = clk()
-            for s, cols, ts in cycle:
-                eng.push(s, cols, ts)
-            t1 = clk()
-            eng.heartbeat(int(ts[-1]))
-            t2 = clk()
-            eng.run()
-            t3 = clk()
-            query.drain_batches()
-            t4 = clk()
-            spent[:, i] = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)
+            each = timed_cycle(eng, query, cycle, clk)
+            spent[:, i] = (*each, sum(each))
         gc.unfreeze()
         least = np.minimum(least, spent)
     return dict(zip(PARTS, (least.mean(axis=1) / 1000).tolist()))
