@@ -85,14 +85,19 @@ def final_heartbeat(last: int, w: Windows) -> int:
     return last + 10 * max(w.q5_range, w.q7, w.q8)
 
 
-def run_dsms(q: NexQuery, ev: dict, n_events: int, per_push: int, w: Windows) -> tuple[float, list]:
-    """Events per second through the engine, and the result batches."""
+def engine_for(q: NexQuery, w: Windows) -> tuple[Engine, object]:
+    """A fresh engine with the NEXMark streams, ``q``'s views and ``q`` registered; (engine, query handle)."""
     eng = Engine()
     register(eng)
     *views, body = q.cql(w)
     for v in views:
         eng.execute(v)
-    query = eng.execute(body)
+    return eng, eng.execute(body)
+
+
+def run_dsms(q: NexQuery, ev: dict, n_events: int, per_push: int, w: Windows) -> tuple[float, list]:
+    """Events per second through the engine, and the result batches."""
+    eng, query = engine_for(q, w)
     pushes = _pushes(ev, n_events, per_push)
     out = []
     t0 = start_clock()

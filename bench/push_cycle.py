@@ -22,17 +22,11 @@ sys.path.insert(0, ".")
 from bench import nexmark  # noqa: E402
 from bench.nexmark_gen import generate  # noqa: E402
 from bench.nexmark_queries import BY_NAME, Windows  # noqa: E402
-from dsms import Engine  # noqa: E402
 
 
 def cycle_cost(name: str, ev: dict, warm: int, cycles: int, rounds: int) -> tuple[float, float]:
     """(CPU microseconds per heartbeat-only cycle, best round; operator runs per cycle)."""
-    eng = Engine()
-    nexmark.register(eng)
-    *views, body = BY_NAME[name].cql(Windows())
-    for v in views:
-        eng.execute(v)
-    query = eng.execute(body)
+    eng, query = nexmark.engine_for(BY_NAME[name], Windows())
     last = 0
     for parts in nexmark._pushes(ev, warm, 1000):
         for s, cols, ts in parts:

@@ -24,7 +24,6 @@ from bench import nexmark  # noqa: E402
 from bench.nexmark_gen import generate  # noqa: E402
 from bench.nexmark_queries import BY_NAME, Windows  # noqa: E402
 from bench.push_cycle_parts import timed_cycle  # noqa: E402
-from dsms import Engine  # noqa: E402
 
 PARTS = ("push", "heartbeat", "run", "drain", "total")
 
@@ -35,12 +34,7 @@ def cycle_parts(name: str, ev: dict, events: int, rounds: int, per_push: int) ->
     pushes = nexmark._pushes(ev, events, per_push)
     least = np.full((len(PARTS), len(pushes)), np.inf)
     for _ in range(rounds):
-        eng = Engine()
-        nexmark.register(eng)
-        *views, body = BY_NAME[name].cql(Windows())
-        for v in views:
-            eng.execute(v)
-        query = eng.execute(body)
+        eng, query = nexmark.engine_for(BY_NAME[name], Windows())
         spent = np.zeros_like(least)
         gc.collect()
         gc.freeze()

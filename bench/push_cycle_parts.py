@@ -47,12 +47,7 @@ def parts(name: str, ev: dict, events: int, rounds: int) -> dict[str, float]:
     clk = time.process_time
     best = dict.fromkeys(PARTS, float("inf"))
     for _ in range(rounds):
-        eng = Engine()
-        nexmark.register(eng)
-        *views, body = BY_NAME[name].cql(Windows())
-        for v in views:
-            eng.execute(v)
-        query = eng.execute(body)
+        eng, query = nexmark.engine_for(BY_NAME[name], Windows())
         pushes = nexmark._pushes(ev, events, 1000)
         spent = [0.0]
         for op in eng.ops:

@@ -168,12 +168,7 @@ def test_q9_answers_as_the_plain_loop_in_its_lexicographic_form():
 
     q, n, w = BY_NAME["q9"], 4000, Windows(100, 20, 100, 100)
     ev = generate(n)
-    eng = Engine()
-    nexmark.register(eng)
-    *views, body = q.cql(w)
-    for v in views:
-        eng.execute(v)
-    query = eng.execute(body)
+    eng, query = nexmark.engine_for(q, w)
     out, last = [], 0
     for parts in nexmark._pushes(ev, n, 250):
         for s, cols, ts in parts:
