@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from dsms.batch import Batch
+from dsms.operators.extreme_inserts import delete_then_insert
 from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.sort_order import stable_argsort
 
@@ -199,10 +200,7 @@ class ExtremeFold:
             return None
         c = c[stable_argsort(t_s[ends[c]])]            # (instant, group id) order
         dele = ~(first[c] & ~existed[c])
-        cnt = dele.astype(I64) + 1
-        seg = np.repeat(c, cnt)
-        sgn = np.ones(len(seg), dtype=np.int8)
-        sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+        seg, sgn = delete_then_insert(c, dele)
         is_del = sgn < 0
         g_out = seg_g[seg]
         cols = [k[g_out] for k in self.groups.keys]

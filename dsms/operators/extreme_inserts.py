@@ -27,6 +27,17 @@ def applies(group: tuple, aggs: tuple, extremes: dict) -> bool:
     return bool(group) and len(extremes) == len(aggs)
 
 
+def delete_then_insert(c: np.ndarray, dele: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The output rows of changed extremes ``c``: each once as an insert, preceded by a delete of its old value
+    where ``dele`` says it had one; (the change each row is of, its sign). Both the fold of an aggregate's
+    inserts and the fold of a join's pairs (``extreme_fold.py``) emit their changes this way."""
+    cnt = dele.astype(I64) + 1
+    seg = np.repeat(c, cnt)
+    sgn = np.ones(len(seg), dtype=np.int8)
+    sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+    return seg, sgn
+
+
 def fold_inserts(op, batch: Batch) -> None:
     """Fold a batch of inserts (complete instants, in time order) into ``op`` (a ``VectorAggregateOp``), and
     emit each changed (instant, group)'s old row as a delete and its new row as an insert."""
@@ -84,10 +95,7 @@ def fold_inserts(op, batch: Batch) -> None:
         return
     c = c[stable_argsort(t_s[ends[c]])]                # (instant, group id) order
     dele = ~born[c]
-    cnt = dele.astype(I64) + 1
-    seg = np.repeat(c, cnt)
-    sgn = np.ones(len(seg), dtype=np.int8)
-    sgn[(np.cumsum(cnt) - cnt)[dele]] = -1
+    seg, sgn = delete_then_insert(c, dele)
     is_del = sgn < 0
     rows = ends[seg]
     cols = [kc[g_s[rows]] for kc in op.key_cols]
