@@ -24,6 +24,28 @@ from synopses.sort_order import stable_argsort
 EXACT = 2.0**53
 
 
+def instant_key_cells(ts: np.ndarray, key: np.ndarray) -> tuple | None:
+    """A batch's rows numbered by (instant, integer key) cell, instants in batch order and keys over their span,
+    so that one ``np.bincount`` sums them with no sort: (instants k, lowest key, span, each row's cell, each
+    instant's timestamp). None when the k x span cells would cost more than O(batch) (keys far apart, e.g. both
+    ends of int64, also overflow the cells). The vectorised COUNT's slide path and the lean sums both count
+    by these cells."""
+    n = len(key)
+    lo, hi = int(key.min()), int(key.max())
+    span = hi - lo + 1
+    if span > 4 * n + 1024:
+        return None
+    if ts[0] == ts[-1]:
+        return 1, lo, span, key - lo, ts[:1]
+    brk = np.flatnonzero(ts[1:] != ts[:-1]) + 1
+    k = len(brk) + 1
+    if k * span > 4 * n + 1024:
+        return None
+    step = np.zeros(n, dtype=np.int64)
+    step[brk] = span
+    return k, lo, span, np.cumsum(step) + (key - lo), ts[np.concatenate([[0], brk])]
+
+
 def applies(op) -> bool:
     """Whether ``op`` (a ``VectorAggregateOp``) has the shape: one integer group column, every aggregate COUNT,
     SUM or AVG, every argument an INT, at least one SUM or AVG (COUNTs alone: ``_counts_by_instant``)."""
@@ -35,23 +57,10 @@ def fold(op, batch: Batch) -> bool:
     """Fold ``batch`` (complete instants, in time order) into ``op`` and emit its changes; False when the
     bounds of the module do not hold (the caller then takes the general path)."""
     n = len(batch)
-    key = batch.cols[op.group[0]]
-    lo, hi = int(key.min()), int(key.max())
-    span = hi - lo + 1
-    if span > 4 * n + 1024:
+    cells_of = instant_key_cells(batch.ts, batch.cols[op.group[0]])
+    if cells_of is None:
         return False
-    ts = batch.ts
-    if ts[0] == ts[-1]:
-        k, cell, inst_ts = 1, key - lo, ts[:1]
-    else:
-        brk = np.flatnonzero(ts[1:] != ts[:-1]) + 1
-        k = len(brk) + 1
-        if k * span > 4 * n + 1024:
-            return False
-        step = np.zeros(n, dtype=np.int64)
-        step[brk] = span
-        cell = np.cumsum(step) + (key - lo)
-        inst_ts = ts[np.concatenate([[0], brk])]
+    k, lo, span, cell, inst_ts = cells_of
     sign = batch.sign
     vals = {}
     for a in op.sum_cols:

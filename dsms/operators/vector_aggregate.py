@@ -392,23 +392,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         output is what ``process`` emits (per changed group and instant, in (instant, group id) order, its
         old row as a delete, then its new row). False, having done nothing, when there are too many cells
         for the counts to cost O(batch)."""
-        n = len(code)
-        lo, hi = int(code.min()), int(code.max())
-        span = hi - lo + 1
-        if span > 4 * n + 1024:                          # too many cells whatever the instants (and keys far
-            return False                                 # apart, e.g. both ends of int64, overflow the cells)
-        ts = batch.ts
-        if ts[0] == ts[-1]:
-            k, cell, inst_ts = 1, code - lo, ts[:1]
-        else:
-            brk = np.flatnonzero(ts[1:] != ts[:-1]) + 1
-            k = len(brk) + 1
-            step = np.zeros(n, dtype=np.int64)
-            step[brk] = span
-            cell = np.cumsum(step) + (code - lo)
-            inst_ts = ts[np.concatenate([[0], brk])]
-        if k * span > 4 * n + 1024:
+        cells_of = sums_by_instant.instant_key_cells(batch.ts, code)
+        if cells_of is None:
             return False
+        k, lo, span, cell, inst_ts = cells_of
         # net change per cell (float weights: exact, |change| <= rows < 2**53); a cell that nets to zero
         # leaves its group's count, so its row, unchanged
         delta = np.bincount(cell, weights=batch.sign, minlength=k * span).astype(np.int64).reshape(k, span)
