@@ -41,6 +41,8 @@ def test_editor_registers_a_stream_and_a_query_and_the_graph_draws_its_plan(page
     assert len(plan["queues"]) == len(plan["operators"]) + 1 and len(plan["synopses"]) >= 2
     assert int(page.get_attribute("#plan-graph", "data-nodes")) == entities
     expect(page.locator("#entity-table tbody tr")).to_have_count(entities)
+    # the rows are drawn with "–" until the first statistics arrive: read the kinds once they have
+    expect(page.locator("#entity-table td[data-col='kind']", has_text="–")).to_have_count(0)
     kinds = page.locator("#entity-table td[data-col='kind']").all_text_contents()
     assert {"range_window", "aggregate", "queue"} <= set(kinds)
     expect(page.locator("#explain-text")).to_contain_text("range_window: RANGE 10000")
