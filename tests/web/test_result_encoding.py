@@ -206,3 +206,99 @@ def test_number_texts_agree_with_repr_near_the_edges() -> None:
     expected = [plain_json(float(v)) for v in vals.tolist()]
     expected = [json.dumps(v) for v in expected]
     assert _float_texts(vals) == expected
+
+
+def _exact_doubles(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Doubles polars is trusted with: 0, -0.0 and magnitudes in [1e-4, 1e16), the neighbours of both edges of
+    the interval inside it among them."""
+    vals = _doubles(rng, n)
+    mag = np.abs(vals)
+    keep = vals[((mag >= 1e-4) | (mag == 0)) & (mag < 1e16)]
+    inside = [1e-4, float(np.nextafter(1e16, 0)), float(np.nextafter(1e-4, 1)), 0.0, -0.0, 5.0, 2.0**53]
+    return np.concatenate([keep, inside, -np.array(inside)])
+
+
+def test_polars_writes_the_lines_json_dumps_writes() -> None:
+    """Batches the polars writer takes (``ndjson_columnar``: full-precision floats and large integers, where
+    it is the faster) give the same bytes as one ``json.dumps`` per element, through the chunk's encoding too:
+    doubles from the whole interval it is trusted with, int64 and uint64 extremes, narrow and big-endian
+    columns, booleans, small integers and whole floats beside them, plain strings of every printable
+    character and empty ones, signs of -1, timestamps that change within the batch. (Every batch here has
+    enough large numbers for polars to be the cheaper writer: each is checked to take that path.)"""
+    from dsms.formats.ndjson_columnar import MIN_ROWS, ndjson_lines
+    rng = np.random.default_rng(21)
+    floats = _exact_doubles(rng, 1000)
+    n = max(len(floats), MIN_ROWS + 1)
+    floats = np.resize(floats, n)
+    rng.shuffle(floats)
+    strings = np.empty(n, dtype=object)
+    strings[:] = ["".join(SAFE[j % len(SAFE)] for j in range(i % 17)) for i in range(n)]
+    big = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64, endpoint=True)
+    big[:4] = [2**63 - 1, -2**63, -1, 0]
+    u64 = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    u64[:2] = [2**64 - 1, 0]
+    batches = [
+        (["k", "v", "tag"], [big, floats, strings]),
+        (["f32", "be", "bei", "flag"], [(rng.random(n) * 1000 + 1).astype(np.float32), floats.astype(">f8"),
+                                       big.astype(">i8"), rng.random(n) < 0.5]),
+        (["u", "small", "whole", "s"], [u64, rng.integers(0, 4096, n), np.round(rng.random(n) * 1e12), strings]),
+        (["x"], [rng.random(n) * 1000]),
+    ]
+    ts = np.cumsum(rng.integers(0, 2, n)) + 1714564800000
+    sign = np.where(rng.random(n) < 0.3, -1, 1).astype(np.int8)
+    for names, cols in batches:
+        got = ndjson_lines(names, ts, sign, cols)
+        assert got is not None, names                              # the batch takes the polars path
+        assert got == plain_lines(names, ts, sign, cols), names
+        assert ResultChunk(names, ts, sign, cols).encode(ENCODERS["ndjson"]) == got
+
+
+@pytest.mark.parametrize("case", ["tiny_float", "exponent_float", "huge_float", "nan", "inf", "spoilt_string",
+                                  "quote_name", "accent_name", "same_names", "few_rows", "iso_ts",
+                                  "mixed_objects", "small_whole_numbers"])
+def test_polars_declines_what_it_would_write_differently(case: str) -> None:
+    """Each thing polars writes otherwise than ``json.dumps`` (``0.00001`` for ``1e-05``, ``2.5e-7`` for
+    ``2.5e-07``, null for NaN and the infinities, UTF-8 and its own escapes in strings and names), what it
+    cannot hold (the same name twice, mixed objects), and batches the joins write faster (few rows, small
+    whole numbers) leave the batch to the joins: ``ndjson_lines`` says None and the chunk's bytes are still
+    one ``json.dumps`` per element."""
+    from dsms.formats.ndjson_columnar import MIN_ROWS, ndjson_lines
+    rng = np.random.default_rng(5)
+    n = MIN_ROWS + 500
+    names = ["k", "v", "tag"]
+    k = rng.integers(0, 1 << 40, n)
+    v = rng.random(n) * 1000
+    tag = np.empty(n, dtype=object)
+    tag[:] = ["abcd"] * n
+    ts: object = np.full(n, 1714564800000, dtype=np.int64)
+    sign = np.ones(n, dtype=np.int8)
+    assert ndjson_lines(names, ts, sign, [k, v, tag]) is not None     # the batch before it is spoilt
+    special = {"tiny_float": 1e-5, "exponent_float": 2.5e-7, "huge_float": 1e16, "nan": math.nan,
+               "inf": -math.inf}
+    if case in special:
+        v[n // 2] = special[case]
+    elif case == "spoilt_string":
+        tag[n // 3] = "ab\u00e9"
+    elif case == "quote_name":
+        names = ["k", 'v"', "tag"]
+    elif case == "accent_name":
+        names = ["k", "\u00e9", "tag"]
+    elif case == "same_names":
+        names = ["k", "k", "tag"]
+    elif case == "few_rows":
+        n = MIN_ROWS - 1
+        k, v, tag, ts, sign = k[:n], v[:n], tag[:n], ts[:n], sign[:n]
+    elif case == "iso_ts":
+        ts = [iso_text(1714564800000)] * n
+    elif case == "mixed_objects":
+        tag[7] = 7
+    elif case == "small_whole_numbers":
+        k, v = rng.integers(0, 100, n), np.round(rng.random(n) * 999)
+    cols = [k, v, tag]
+    assert ndjson_lines(names, ts, sign, cols) is None
+    if case == "iso_ts":
+        return
+    if case == "same_names":                   # a dict cannot hold the name twice: the reference is the joins'
+        assert rows_text(names, ts, sign, cols).count('"k":') == 2 * n
+        return
+    assert ResultChunk(names, ts, sign, cols).encode(ENCODERS["ndjson"]) == plain_lines(names, ts, sign, cols)
