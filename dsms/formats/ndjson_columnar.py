@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MIN_ROWS", "ndjson_lines"]
+__all__ = ["MIN_ROWS", "ndjson_lines", "preload", "writer"]
 
 _SMALL_INTS = 4096      # json_codec's table of small integers: such columns cost the joins no split
 _min, _max = np.minimum.reduce, np.maximum.reduce
@@ -37,12 +38,13 @@ _FIXED_NS = 85_000      # the frames' fixed cost a batch (in-process, thread CPU
 _SPLIT_NS = 35          # what a number column written through orjson's split costs the joins a row, more
 _STRING_NS = 15         # what a string column costs polars a row more than the joins (14 ns to take it in)
 
-_polars: Any = None
+_polars: Any = None            # the module once imported; False where it cannot be
+_importer: threading.Thread | None = None
 
 
 def _module() -> Any:
-    """polars, imported on first use (0.3 s and a large library that the CLI and most tests never need); one
-    thread, so that writing a batch never takes a second core from the server's other work. False if absent."""
+    """polars (False if absent), with one thread, so that writing a batch never takes a second core from the
+    server's other work."""
     global _polars
     if _polars is None:
         os.environ.setdefault("POLARS_MAX_THREADS", "1")
@@ -53,6 +55,26 @@ def _module() -> Any:
         else:
             _polars = polars
     return _polars
+
+
+def preload(wait: bool = False) -> None:
+    """Import polars in a background thread (``dsms serve`` does it at start): the import takes 0.3 s of CPU
+    and a large library that the CLI and most tools never need, and a server should not pay it inside its
+    first result batch. Until it is done, batches go to the joins (``ndjson_lines`` returns None)."""
+    global _importer
+    if _importer is None:
+        _importer = threading.Thread(target=_module, name="dsms-polars-import", daemon=True)
+        _importer.start()
+    if wait:
+        _importer.join()
+
+
+def writer() -> str:
+    """Which writer large batches of full-precision numbers get (``GET /system``'s ``results_writer``):
+    "polars", "loading" while it is imported, or "joins" (polars not imported, or not installed)."""
+    if _polars:
+        return "polars"
+    return "loading" if _polars is None and _importer is not None else "joins"
 
 
 def _plain(values: list) -> bool:
@@ -138,8 +160,10 @@ def ndjson_lines(names: list[str], ts: Any, sign: Any, cols: list[Any]) -> bytes
             if not _plain(col):
                 return None
         row[name] = _native(col) if kind != "O" else col
-    pl = _module()
+    pl = _polars
     if not pl:
+        if pl is None:
+            preload()                  # this batch by the joins; polars from when it is imported
         return None
     series = pl.Series
     fields = pl.DataFrame([series(k, v, dtype=pl.String) if v.__class__ is list else series(k, v)

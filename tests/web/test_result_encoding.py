@@ -225,7 +225,8 @@ def test_polars_writes_the_lines_json_dumps_writes() -> None:
     columns, booleans, small integers and whole floats beside them, plain strings of every printable
     character and empty ones, signs of -1, timestamps that change within the batch. (Every batch here has
     enough large numbers for polars to be the cheaper writer: each is checked to take that path.)"""
-    from dsms.formats.ndjson_columnar import MIN_ROWS, ndjson_lines
+    from dsms.formats.ndjson_columnar import MIN_ROWS, ndjson_lines, preload
+    preload(wait=True)
     rng = np.random.default_rng(21)
     floats = _exact_doubles(rng, 1000)
     n = max(len(floats), MIN_ROWS + 1)
@@ -262,7 +263,8 @@ def test_polars_declines_what_it_would_write_differently(case: str) -> None:
     cannot hold (the same name twice, mixed objects), and batches the joins write faster (few rows, small
     whole numbers) leave the batch to the joins: ``ndjson_lines`` says None and the chunk's bytes are still
     one ``json.dumps`` per element."""
-    from dsms.formats.ndjson_columnar import MIN_ROWS, ndjson_lines
+    from dsms.formats.ndjson_columnar import MIN_ROWS, ndjson_lines, preload
+    preload(wait=True)
     rng = np.random.default_rng(5)
     n = MIN_ROWS + 500
     names = ["k", "v", "tag"]
