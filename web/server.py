@@ -18,7 +18,6 @@ from aiohttp.web_server import Server
 
 from dsms.archive import ArchiveError, ArchiveLocked
 from dsms.config import Config
-from dsms.formats.ndjson_columnar import preload as preload_ndjson_writer
 from dsms.runtime import Runtime, RuntimeFailure
 from web.app import create_app
 from web.malloc import keep_freed_memory
@@ -92,7 +91,6 @@ async def serve(cfg: Config) -> int:
     HTTP API, then end result streams, stop the HTTP server and the Runtime. Returns the exit status; when
     it cannot start it prints one clear line on stderr and returns non-zero (``dsms serve``)."""
     keep_freed_memory()                      # web/malloc.py: no page faults for every result batch's buffers
-    preload_ndjson_writer()                  # polars, in the background (dsms/formats/ndjson_columnar.py)
     rt = Runtime(cfg)
     try:
         await rt.start()

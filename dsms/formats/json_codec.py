@@ -22,7 +22,6 @@ import orjson
 
 from dsms.errors import InputError
 from dsms.formats import Encoder, jsonable
-from dsms.formats.ndjson_columnar import ndjson_lines
 
 __all__ = ["decode_auto", "decode_json", "decode_ndjson", "NDJSON_ENCODER", "SSE_ENCODER", "dumps"]
 
@@ -395,11 +394,6 @@ def rows_text(names: list[str], ts: Any, sign: Any, cols: list[Any], lead: str =
 
 
 def _ndjson_elements(names: list[str], ts: Any, sign: Any, cols: list[Any]) -> bytes:
-    """polars' writer where it writes every value of the batch exactly (``ndjson_columnar``), else the
-    column-wise joins here."""
-    data = ndjson_lines(names, ts, sign, cols)
-    if data is not None:
-        return data
     return rows_text(names, ts, sign, cols).encode("ascii")
 
 

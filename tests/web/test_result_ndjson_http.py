@@ -95,32 +95,3 @@ def _first_difference(got: bytes, want: bytes) -> str:
         if a != b:
             return f"line {i}: got {a!r}, documented {b!r}"
     return f"{len(got.splitlines())} lines, documented {len(want.splitlines())}"
-
-
-def test_results_ndjson_of_full_precision_batches_byte_for_byte(server, uniq: str) -> None:
-    """Batches of full-precision floats and large integers beside plain strings and booleans: the kind the
-    server writes with polars' NDJSON writer (dsms/formats/ndjson_columnar.py; ``GET /system`` says it is
-    loaded, and that such a batch takes that path is checked in-process by tests/web/test_result_encoding.py),
-    the same documented bytes."""
-    wait_for(lambda: server.get("/system").json()["results_writer"] == "polars", what="the polars writer loaded")
-    rng = random.Random(16)
-    s = f"{uniq}_p"
-    server.cql(f"REGISTER STREAM {s} (k INT, v FLOAT, tag STRING, flag BOOLEAN)")
-    server.cql(f"REGISTER QUERY {uniq}_p_all AS SELECT * FROM {s}")
-    sent: list[tuple[int, dict]] = []
-    t0 = 1_714_564_800_000
-    for n in (N, N):
-        ts = [t0 + i // 100 for i in range(n)]
-        cols = {"k": [rng.choice([-1, 1]) * rng.randrange(2**62) for _ in range(n)],
-                "v": [(0.1 + rng.random()) * 10 ** rng.randint(-3, 15) * rng.choice([-1, 1]) for _ in range(n)],
-                "tag": ["abcdefgh"[i % 8] * (i % 5) for i in range(n)],
-                "flag": [rng.random() < 0.5 for _ in range(n)]}
-        cols["v"][:4] = [0.0, -0.0, 1e-4, 9999999999999998.0]
-        _post_columnar(server, s, ts, cols)
-        sent += [(t, {k: cols[k][i] for k in cols}) for i, t in enumerate(ts)]
-        t0 = ts[-1] + 1
-    wait_for(lambda: len(server.get(f"/queries/{uniq}_p_all/results?follow=false").body.splitlines()) >= len(sent),
-             what="every result retained")
-    got = server.get(f"/queries/{uniq}_p_all/results?follow=false").body
-    want = "".join(_documented(t, row, False) for t, row in sent).encode("ascii")
-    assert got == want, _first_difference(got, want)

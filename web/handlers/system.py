@@ -6,7 +6,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from dsms.errors import InputError
-from dsms.formats.ndjson_columnar import writer as ndjson_writer
 from web.handlers.common import clean, read_json_object, runtime
 
 
@@ -14,7 +13,6 @@ async def get_system(request: web.Request) -> web.Response:
     rt = runtime(request)
     out = clean(rt.system())
     out["config"] = rt.config.public()     # the broker password masked (dsms.config.redact_url, issue 18)
-    out["results_writer"] = ndjson_writer()  # polars, or the joins (dsms/formats/ndjson_columnar.py)
     return web.json_response(out)
 
 
