@@ -209,7 +209,7 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 def _number_texts(arr: np.ndarray) -> list[str]:
     """The text of every value of an integer or float array, by orjson's writer (Rust): one document
     ``[a,b,...]`` split at its commas, 2-3x faster than ``int.__repr__`` per value and 8x faster than
-    ``float.__repr__`` (docs/benchmarks.md; orjson 3.11.7 and later write floats 1.4x faster than 3.8, hence
+    ``float.__repr__`` (docs/benchmarks.md; orjson 3.11.7 and later write floats 1.5x faster than 3.8, hence
     the floor in pyproject.toml). For integers of any width the text is ``int.__repr__``'s; for floats only
     where ``_float_texts`` has checked it. orjson reads the array's buffer as it is, so the array is made
     contiguous and of native byte order first (orjson 3.8 writes a big-endian array's values as if they were
