@@ -8,9 +8,9 @@ eager ``ToStreamOp`` only copied each of them to its own queue (a run, a queue a
 5-6 us of NEXMark q2's 36 us cycle), so the query's reader reads the queue below instead.
 
 The rule fires when the node is an ISTREAM with no tick inputs over a ``monotone`` child, and that child is
-not an input's own queue (a stream read as it is, through ``[RANGE UNBOUNDED]`` or an identity projection:
-``SELECT * FROM S`` keeps its operator, so that every query has one, with the edge the load shedder drops on
-and the plan entities a client draws). EXPLAIN shows it on the query's first line (``ISTREAM: no operator``)
+not an input's own queue nor another query's (a stream or a named query's result read as it is, through
+``[RANGE UNBOUNDED]`` or an identity projection: ``SELECT * FROM S`` keeps its operator, so that every query
+has one, with the edge the load shedder drops on and the plan entities a client draws). EXPLAIN shows it on the query's first line (``ISTREAM: no operator``)
 and in the plan a query would get (``[no operator (...)]``). Exactness is argued in docs/architecture.md,
 "ISTREAM of an insert-only input".
 """
@@ -31,7 +31,7 @@ def _identity(node: L.Project) -> bool:
 
 def passes_through(node) -> bool:
     """Whether ``node`` is an ISTREAM that the planner builds as no operator: no ticks, a child that never
-    deletes, and below it something other than an input read as it is.
+    deletes, and below it something other than an input or a named query's result read as it is.
 
     >>> s = L.StreamScan("s", ("INT",), names=("a",))
     >>> f = L.Filter(L.Window(s, "UNBOUNDED"), ast.BinaryOp(">", ast.ColumnRef("$0"), ast.Literal(2, "INT")))
@@ -46,4 +46,4 @@ def passes_through(node) -> bool:
     while (isinstance(below, L.Window) and below.wkind == "UNBOUNDED"
            or isinstance(below, L.Project) and _identity(below)):
         below = below.child
-    return not isinstance(below, L.StreamScan | L.RelationScan)
+    return not isinstance(below, L.StreamScan | L.RelationScan | L.QueryOutput)

@@ -122,6 +122,8 @@ def test_a_shared_selection_a_view_and_a_derived_stream_over_it_keep_their_answe
     first, second, third = eng.execute(sel), eng.execute(sel), eng.execute(over)
     assert first.reader.queue is second.reader.queue                  # one plan, no operator of their own
     assert _fired(eng, first.id) and _fired(eng, third.id)
+    whole = eng.execute("SELECT * FROM big")                          # a query's result read as it is
+    assert not _fired(eng, whole.id) and [op.kind for op in eng.ops if whole.id in op.owners] == ["to_stream"]
     below = [op for op in eng.ops if op.kind == "select" and "b > 0" in op.detail]
     assert len(below) == 1 and {first.id, second.id, eng.query("V").id, eng.query("big").id} <= below[0].owners
     half = len(acts) // 2
@@ -135,6 +137,7 @@ def test_a_shared_selection_a_view_and_a_derived_stream_over_it_keep_their_answe
     eng.heartbeat(until)
     eng.run()
     compare(_reference((), sel, acts, until), [e for e in _elements(second) if e[0] < until])
+    compare(_reference((derived,), "SELECT * FROM big", acts, until), [e for e in _elements(whole) if e[0] < until])
     compare(_reference((derived,), over, acts, until), [e for e in _elements(third) if e[0] < until])
     cut = max((a[3][-1] for a in acts[:half + 1] if a[0] == "push"), default=-1)
     compare(_reference((), sel, acts[:half + 1], cut + 1), got_first)    # every row pushed before the drop
