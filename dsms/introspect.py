@@ -14,6 +14,8 @@ from dsms.cql import ast
 from dsms.errors import SchemaError
 from dsms.plan import logical as L
 from dsms.plan.binder import Binder
+from dsms.plan.istream_pass import NOTE as ISTREAM_NOTE
+from dsms.plan.istream_pass import passes_through
 from dsms.plan.join_extreme import join_extreme
 from dsms.plan.labels import explain_logical
 from dsms.plan.lex_extreme import lex_aggregate, lex_extreme
@@ -116,7 +118,8 @@ def _planned_as(node, view_root) -> str:
     window joined with its own MAX or MIN is one ``window_extreme_join`` (dsms/plan/window_extreme.py); a grouped
     MAX or MIN over a join whose inputs never delete is folded into it (dsms/plan/join_extreme.py); an arg max
     joined with a MIN or MAX of it, or that aggregate, is a lexicographic extreme read from the relation below
-    (dsms/plan/lex_extreme.py)."""
+    (dsms/plan/lex_extreme.py); an ISTREAM of an insert-only relation is no operator at all
+    (dsms/plan/istream_pass.py)."""
     if isinstance(node, L.Join) and window_extreme(node) is not None:
         return " [built as one window_extreme_join: rows at the window's extreme only]"
     if isinstance(node, L.Join) and (lex := lex_extreme(node, view_root)) is not None:
@@ -126,6 +129,8 @@ def _planned_as(node, view_root) -> str:
     if isinstance(node, L.Aggregate) and join_extreme(node) is not None:
         # (dsms/plan/join_extreme.py; unless a build of that join is shared, which EXPLAIN cannot see here)
         return " [folded into the join below: one join_extreme]"
+    if passes_through(node):
+        return f" [{ISTREAM_NOTE}]"
     if isinstance(node, L.Distinct) and (side := support_side(node)) is not None:
         return f" [the join below keeps one pair per {('left', 'right')[side]} row]"
     return ""

@@ -46,6 +46,23 @@ SCALED = ("COUNT", "SUM")      # scaled by 1/P; AVG is a ratio and is not
 BOUNDED = ("COUNT", "SUM", "AVG")
 
 
+ROW_WISE = ("select", "project")     # operators whose output rows each come from one input row, alone
+
+
+class ResultEdge:
+    """A query's own reading of its results (``Query.reader``) as an edge the load shedder drops on, with what
+    ``shed`` reads of an operator's edge: the reader, the queue it reads and a name for the shedder's label."""
+
+    fused = None
+    condition = None                         # no predicate: a drop here is random
+
+    def __init__(self, query: Any) -> None:
+        self.readers = [query.reader]
+        self.input_queues = [query.reader.queue]
+        self.id = f"results of {query.id}"
+        self.owners = {query.id}
+
+
 def error_bound(p: float, n_min: int, k2: float, funcs: tuple[str, ...]) -> float:
     """Relative error bound (at ``CONFIDENCE``) of a query's aggregates computed from a Bernoulli sample at
     rate ``p``, scaled as the module docstring says; inf when it has none.
@@ -192,6 +209,7 @@ class LoadShedder:
         self.load = 0.0                         # measured demand, CPU seconds per second at full rate
         self.regions: dict[int, tuple[Any, RegionIndex]] = {}   # input queue id -> its region summaries
         self._selections: dict[str, tuple[Any, int] | None] = {}  # selection_edge per query, until the plan changes
+        self._results: dict[str, ResultEdge] = {}   # qid -> its own reading of its results, once dropped on
         self._last: tuple[float, dict, dict] | None = None
         self._offered_moved = False              # the drops read rows since the last measurement
         self._joins: dict[str, list] = {}        # qid -> sampling joins under its top aggregate (plan cache)
@@ -260,7 +278,22 @@ class LoadShedder:
                 for j, q in enumerate(op.input_queues[:len(op.readers)]) if id(q) in srcq]
 
     def _own_edge(self, op: Any, qid: str) -> tuple[Any, int] | None:
-        """The edge into the first operator below ``op`` (on the query's path) that only ``qid`` uses."""
+        """The edge into the first operator below ``op`` (on the query's path) that only ``qid`` uses; failing
+        one, when every operator of the query passes rows on one by one (``ROW_WISE``), its own reading of its
+        results (``ResultEdge``: an ISTREAM of an insert-only input is no operator, dsms/plan/istream_pass.py),
+        where a Bernoulli drop keeps each result row as it would have kept the input row it came from."""
+        own = self._own_op_edge(op, qid)
+        if own is not None:
+            return own
+        query = self.engine.query_list[qid]
+        if all(o.kind in ROW_WISE for o in self.engine.ops if qid in o.owners):
+            edge = self._results.get(qid)
+            if edge is None or edge.readers[0] is not query.reader:
+                edge = self._results[qid] = ResultEdge(query)
+            return edge, 0
+        return None
+
+    def _own_op_edge(self, op: Any, qid: str) -> tuple[Any, int] | None:
         todo, seen = [op], set()
         while todo:
             cur = todo.pop(0)
@@ -447,7 +480,9 @@ class LoadShedder:
             del self.origin[q]
         for q in self.engine.query_list:
             self._note_origin(q)
-        live = {(id(op), j) for op in self.engine.ops for j in range(len(op.readers))}
+        self._results = {q: e for q, e in self._results.items() if q in self.engine.query_list
+                         and e.readers[0] is self.engine.query_list[q].reader}
+        live = {(id(op), j) for op in [*self.engine.ops, *self._results.values()] for j in range(len(op.readers))}
         for key in [k for k in self.placed if k not in live]:
             self._remove(key)
 

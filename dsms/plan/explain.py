@@ -14,6 +14,7 @@ from dsms.formats.xml_codec import visible
 from dsms.operators.select import keeps_label
 from dsms.plan import logical as L
 from dsms.plan.binder import type_resolver
+from dsms.plan.istream_pass import NOTE as ISTREAM_NOTE
 from dsms.plan.xml_plan import to_element
 
 
@@ -73,8 +74,12 @@ def plan_entities(engine, query_id: str) -> dict:
         operators.append(entry)
         edges += [{"from": i, "to": op.id} for i in inputs if not i.startswith("op:")]
         edges.append({"from": op.id, "to": output})
-    return {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
+    plan = {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
             "queues": queues, "synopses": synopses, "edges": edges}
+    built = engine.planner.memo.get(query.node) if isinstance(query.node, L.ToStream) else None
+    if built is not None and built.op is None:           # its ISTREAM reads the queue below (istream_pass.py)
+        plan["note"] = f"ISTREAM: {ISTREAM_NOTE}"
+    return plan
 
 
 def _synopses(ops: list) -> list[dict]:
@@ -100,7 +105,8 @@ def _synopses(ops: list) -> list[dict]:
 
 def explain_text(engine, query_id: str) -> str:
     plan = plan_entities(engine, query_id)
-    lines = [f"query {query_id} ({plan['kind']}) -> {plan['output']}"]
+    note = f"  [{plan['note']}]" if "note" in plan else ""
+    lines = [f"query {query_id} ({plan['kind']}) -> {plan['output']}{note}"]
     for op in plan["operators"]:
         shared = f"  [shared by {', '.join(op['owners'])}]" if op["shared"] else ""
         fused = ", fused" if "fused_into" in op else ""

@@ -37,6 +37,7 @@ from dsms.operators.window_extreme_join import WindowExtremeJoinOp
 from dsms.plan import logical as L
 from dsms.plan.arg_extreme import arg_extreme
 from dsms.plan.binder import conjuncts, type_resolver
+from dsms.plan.istream_pass import passes_through
 from dsms.plan.join_extreme import JoinExtreme, join_extreme
 from dsms.plan.labels import named_label
 from dsms.plan.lex_extreme import LexAggregate, LexExtreme, lex_aggregate, lex_extreme
@@ -697,6 +698,8 @@ class PhysicalPlanner:
 
     def _ToStream(self, node: L.ToStream, qid):
         inp = self.build(node.child, qid)
+        if passes_through(node) and all(s.queue is not inp for s in self.engine.sources.values()):
+            return inp, None                  # the insert-only rows below are the stream (istream_pass.py)
         ticks = [self.build(t, qid) for t in node.ticks]
         out = self._new_queue()
         eager = node.child.monotone and node.op in ("ISTREAM", "DSTREAM")

@@ -32,7 +32,7 @@ def test_the_knob_is_every_operators_budget_and_an_override_is_asked_per_run() -
     plain, own = Engine({"policy": "fifo"}), Engine({"policy": "fifo"})
     for eng in (plain, own):
         eng.execute("REGISTER STREAM S (a INT)")
-        eng.execute("SELECT a FROM S WHERE a > 0")
+        eng.execute("SELECT a + 1 AS b FROM S WHERE a > 0")      # two operators: a selection, a projection
     own.policy = _Ones(budget=64)
     own.policy.asked = []
     own._plan_changed()
