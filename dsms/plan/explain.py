@@ -73,8 +73,11 @@ def plan_entities(engine, query_id: str) -> dict:
         operators.append(entry)
         edges += [{"from": i, "to": op.id} for i in inputs if not i.startswith("op:")]
         edges.append({"from": op.id, "to": output})
-    return {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
+    plan = {"query": query_id, "kind": query.kind, "output": query.reader.queue.id, "operators": operators,
             "queues": queues, "synopses": synopses, "edges": edges}
+    if query.deferred:            # a view built when first read (dsms/plan/view_demand.py)
+        plan["deferred"] = True
+    return plan
 
 
 def _synopses(ops: list) -> list[dict]:
@@ -101,6 +104,8 @@ def _synopses(ops: list) -> list[dict]:
 def explain_text(engine, query_id: str) -> str:
     plan = plan_entities(engine, query_id)
     lines = [f"query {query_id} ({plan['kind']}) -> {plan['output']}"]
+    if plan.get("deferred"):
+        lines.append("  [view computed when read: no operator runs until a query's plan or a reader reads it]")
     for op in plan["operators"]:
         shared = f"  [shared by {', '.join(op['owners'])}]" if op["shared"] else ""
         fused = ", fused" if "fused_into" in op else ""
@@ -112,6 +117,8 @@ def explain_text(engine, query_id: str) -> str:
 def explain_xml(engine, query_id: str) -> str:
     plan = plan_entities(engine, query_id)
     doc = ET.Element("plan", query=query_id, kind=plan["kind"], output=plan["output"])
+    if plan.get("deferred"):
+        doc.set("deferred", "true")
     for q in plan["queues"]:
         el = ET.SubElement(doc, "queue", id=q["id"], readers=str(q["readers"]))
         if q["source"]:
