@@ -598,17 +598,30 @@ class PhysicalPlanner:
         columns of one, that emits each instant's net change once: the join releases whole instants only, and
         within one instant the rows that leave are below the new extreme and the rows that enter at it, so
         no row leaves and enters at one instant as long as the columns kept include every value ranked."""
-        cols = range(len(node.types))
+        return self._lex_columns(node) is not None
+
+    def _lex_group(self, node) -> int | None:
+        """The column of ``node`` (``_net_lex`` holds) that copies the join's group column, by which the sink
+        folds its log (``dsms/operators/group_fold.py``); None when the group is not kept."""
+        found = self._lex_columns(node)
+        if found is None:
+            return None
+        op, cols = found
+        return next((i for i, c in enumerate(cols) if op.spec.out_from[c] == op.spec.group), None)
+
+    def _lex_columns(self, node) -> tuple[LexExtremeJoinOp, list[int]] | None:
+        """(the join, the join's column each of ``node``'s copies) when ``_net_lex`` holds, else None."""
+        cols = list(range(len(node.types)))
         if isinstance(node, L.Project):
             if not all(isinstance(e, ast.ColumnRef) and e.name.startswith("$") for e in node.exprs):
-                return False
+                return None
             cols, node = [int(e.name[1:]) for e in node.exprs], node.child
         built = self.memo.get(node)
         op = built.op if built is not None else None
         if not isinstance(op, LexExtremeJoinOp):
-            return False
+            return None
         kept = {op.spec.out_from[c] for c in cols}
-        return all(c in kept for c, _ in op.spec.values)
+        return (op, cols) if all(c in kept for c, _ in op.spec.values) else None
 
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
         """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when
@@ -708,11 +721,13 @@ class PhysicalPlanner:
         out = self._new_queue()
         # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
         # results (the server's snapshot) start from them
-        net = final_net(node.child) or self._net_lex(node.child)
+        lex = self._net_lex(node.child)
+        net = final_net(node.child) or lex
         key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
-                                cancel=not _bare_aggregate(node.child))
+                                cancel=not _bare_aggregate(node.child),
+                                group=self._lex_group(node.child) if lex and key is None else None)
 
 
 def _projected_join(node: L.Project, memo: dict) -> L.FilteredJoin | None:
