@@ -726,7 +726,9 @@ class PhysicalPlanner:
         key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
-                                cancel=not _bare_aggregate(node.child),
+                                # nothing to cancel: no delete at all, or (a lexicographic extreme passed
+                                # through) no equal row leaves and enters at one instant (``_net_lex``)
+                                cancel=not (_bare_aggregate(node.child) or node.child.monotone or lex),
                                 group=self._lex_group(node.child) if lex and key is None else None)
 
 
