@@ -718,6 +718,7 @@ class Engine:
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)
+        q.deferred = False                    # a view never built: its waiting output queue goes too
         self._forget_unused_queues()
         self._plan_changed()
         del self.query_list[q.id]

@@ -66,6 +66,16 @@ def test_q9_views_nobody_reads_run_no_operator_and_explain_says_so():
     assert "[view computed when read" not in eng.explain(m.id)
 
 
+def test_dropping_a_view_never_built_leaves_no_entity():
+    eng = _engine(AB)
+    before = {e["id"] for e in eng.entities()}
+    eng.execute(M)
+    assert eng.query("M").deferred and len({e["id"] for e in eng.entities()}) == len(before) + 1   # its queue
+    eng.execute("DROP VIEW M")
+    assert {e["id"] for e in eng.entities()} == before
+    assert [v["name"] for v in eng.execute("SHOW VIEWS")["rows"]] == ["AB"]
+
+
 # name: (views, which of them must run from their registration)
 MUST_RUN = {
     "over_a_stream": (["REGISTER VIEW V AS SELECT id, COUNT(*) AS n FROM A GROUP BY id"], {"V"}),
