@@ -46,6 +46,8 @@ SHAPES = {
                                              "FROM AB Y, M N WHERE Y.a = N.a AND Y.p = N.mp GROUP BY Y.a) Z "
                                              "WHERE X.a = M.a AND X.p = M.mp AND X.a = Z.a AND X.t = Z.mt",
                                     (1, 0)),     # the subquery is not built: nothing reads it
+    "a_computed_column": ([AB, M, T], "SELECT X.a + 1 AS a1, X.p, X.t FROM AB X, T, M WHERE X.a = T.a AND "
+                                      "X.t = T.mt AND X.a = M.a AND X.p = M.mp", (1, 1)),   # projected above
     # not proven: the general plan (the arg max below stays what it was)
     "float_second_value": ([AB, M, T.replace("MIN(X.t)", "MIN(X.v)")],
                            "SELECT X.a, X.p FROM AB X, T, M WHERE X.a = T.a AND X.v = T.mt AND X.a = M.a "
@@ -101,6 +103,11 @@ def test_the_planner_takes_the_form_where_the_plan_proves_it_and_explain_says_so
     assert not any(isinstance(op, JoinOp) and op.arg_ext is not None and len(op.arg_ext.values) > 1
                    for op in eng.ops)
     assert ("changelog: final input" in text.splitlines()[-1]) == (shape in NET_SINK)
+    # the query's projection of plain columns runs inside the join (``_lex_projected``); one with a computed
+    # column is a project operator above it
+    projects = [op for op in eng.ops if q.id in op.owners and op.kind == "project"]
+    assert ("[keeps " in text) == (bool(form[0]) and shape != "a_computed_column")
+    assert bool(projects) == (shape == "a_computed_column") or not form[0]
     if shape in NET_SINK:             # nothing to cancel either: no equal row leaves and enters at one instant
         assert not next(op for op in eng.ops if op.output is q.reader.queue).cancel
     planned = eng.execute("EXPLAIN " + query)["explain"]       # the plan a query would get, not registered
