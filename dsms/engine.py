@@ -46,6 +46,7 @@ from dsms.plan.physical import PhysicalPlanner
 from dsms.plan.rules import optimize
 from dsms.plan.rules.reduce_for_approximation import reduce_for_approximation
 from dsms.plan.rules.share_join_prefix import share_join_prefix
+from dsms.plan.view_demand import plan_leaves, replayable
 from dsms.plan.xml_plan import plan_from_xml, plan_to_xml
 from dsms.queues import Queue, QueueReader
 from dsms.system import EngineSystem
@@ -77,6 +78,8 @@ class Query:
         self.registered_at = engine.now()        # None before any input (the load shedder's origin)
         self.approx: Approx | None = None        # as of the last ``approximation()``
         self.approx_since: int | None = None     # application time the query became exact or approximate
+        #: a view whose plan is built when first read (``Engine.materialise``, dsms/plan/view_demand.py)
+        self.deferred = False
 
     def approximation(self) -> Approx | None:
         """What the results produced now are: None when exact, else their combined approximation
@@ -113,6 +116,9 @@ class Query:
         the query is approximate carries it as ``batch.approx`` (exact ones: None)."""
         out = []
         eng = self.engine
+        if self.deferred:
+            eng.materialise(self.id)
+            eng.run()
         shedder = eng.shedder
         if self.approx is None and eng._approx_sources.get(self.definition.id) == [] and not shedder.placed \
                 and not shedder.lingering:
@@ -133,6 +139,9 @@ class Query:
     def drain_items(self) -> list[Batch | Heartbeat]:
         """Results as batches with the heartbeats between them (a reader that forwards time, like the
         server's streams, needs both)."""
+        if self.deferred:
+            self.engine.materialise(self.id)
+            self.engine.run()
         out = []
         while True:
             item = self.reader.get()
@@ -339,7 +348,32 @@ class Engine:
         return self.sources[name.lower()].queue
 
     def query_output_queue(self, qid: str) -> Queue:
+        self.materialise(qid)
         return self.query_list[qid].reader.queue
+
+    def _build(self, root, qid: str) -> Queue:
+        """The physical plan of ``root``, after the waiting views it reads (``materialise``)."""
+        for leaf in plan_leaves(root, self.planner._view_root):
+            if isinstance(leaf, L.QueryOutput) and leaf.query_id in self.query_list:
+                self.materialise(leaf.query_id)
+        return self.planner.build(root, qid)
+
+    def materialise(self, qid: str) -> None:
+        """Build the plan of a view that was waiting to be read (``dsms/plan/view_demand.py``): a query's plan,
+        a reader or ``drain`` reads it now. Its sink writes from now on where its reader reads; its first run
+        replays its inputs' kept contents, so its results are the ones it would have produced since it was
+        registered. Nothing to do for any other query."""
+        query = self.query_list[qid]
+        if not query.deferred:
+            return
+        out = self._build(query.node, qid)
+        old = query.reader.queue
+        old.detach(query.reader)
+        query.reader = out.reader()
+        query.deferred = False
+        if old in self.queues:
+            self.retire_queue(old)
+        self._plan_changed()
 
     def relation_snapshot(self, name: str) -> Batch | None:
         """The live rows of a base relation, stamped with their insert times, for a newly built plan."""
@@ -351,6 +385,7 @@ class Engine:
 
     def view_snapshot(self, qid: str) -> Batch | None:
         """The current contents of a relation-valued query (a view), for a newly built plan."""
+        self.materialise(qid)
         for op in self.ops:
             if isinstance(op, ChangelogOp) and op.output is self.query_list[qid].reader.queue:
                 return op.snapshot()
@@ -363,6 +398,9 @@ class Engine:
         q = self.query(query_id)
         if q.kind != L.RELATION:
             raise SchemaError(f"query '{query_id}' is a stream; only a relation has contents")
+        if q.deferred:            # read now: built, and run so that its contents are there
+            self.materialise(q.id)
+            self.run()
         for op in self.ops:
             if isinstance(op, ChangelogOp) and op.output is q.reader.queue:
                 live = op.snapshot()
@@ -451,8 +489,9 @@ class Engine:
         qdef = QueryDef(qid, name, text, kind, columns, is_view=view, monotone=root.monotone,
                         publish_topic=publish, depends_on=depends,
                         inputs=L.input_leaves(root, views) if kind == L.RELATION else ())
+        deferred = view and replayable(root, self.planner._view_root)
         try:
-            out = self.planner.build(root, qid)
+            out = self.new_queue() if deferred else self._build(root, qid)
         except Exception:
             for op in self.planner.release(qid):
                 op.close()
@@ -467,6 +506,7 @@ class Engine:
             self._plan_changed()
             raise
         query = Query(self, qdef, out.reader(), root)
+        query.deferred = deferred
         self.query_list[qid] = query
         if name is not None:
             self.catalog.add(name, qdef)
@@ -678,6 +718,7 @@ class Engine:
         freed_set = set(map(id, freed))
         self.ops = [op for op in self.ops if id(op) not in freed_set]
         q.reader.queue.detach(q.reader)
+        q.deferred = False                    # a view never built: its waiting output queue goes too
         self._forget_unused_queues()
         self._plan_changed()
         del self.query_list[q.id]
@@ -688,6 +729,7 @@ class Engine:
     def _forget_unused_queues(self) -> None:
         """Take out of the plan every queue that no operator writes and that is no input's."""
         live = {id(op.output) for op in self.ops} | {id(s.queue) for s in self.sources.values()}
+        live |= {id(q.reader.queue) for q in self.query_list.values() if q.deferred}
         for x in self.queues:
             if id(x) not in live and x.id in self.registry:
                 self.registry.remove(x.id)

@@ -89,7 +89,7 @@ class ArgExtremeRelease:
         self._grow(self.slots.n)
         o, ss, tt, brk, starts, i_slot, i_ts, seg, f = slot_instants(s, b.ts)
         m = len(starts)
-        inst = np.cumsum(brk) - 1                 # each row's instant
+        inst = brk.cumsum() - 1                 # each row's instant
         had = self.has[i_slot[f]]
         if len(vals) == 1:
             vv, old, back = vals[0][o], self.best[i_slot[f]], None
@@ -107,15 +107,15 @@ class ArgExtremeRelease:
         nxt[nxt > m] = m
         # rows at their instant's running extreme enter; they leave at the next rise, or stay
         run_val = value(run)                      # every instant has a row: run >= 1
-        win = np.flatnonzero(vv == run_val[inst])
+        win = _nonzero(vv == run_val[inst])
         leave = nxt[inst[win]]
         gone = leave < m
         stay = win[~gone]
         # the winners held before leave at their slot's first rise
         first_rise = np.where(rises[f], f, nxt[f])
-        out_old = np.flatnonzero(had & (first_rise < m))
+        out_old = _nonzero(had & (first_rise < m))
         # commit the extremes
-        last = np.append(f[1:] - 1, m - 1)
+        last = np.concatenate((f[1:] - 1, [m - 1]))
         if back is None:
             self.best[i_slot[f]] = run_val[last]
         else:
@@ -123,40 +123,39 @@ class ArgExtremeRelease:
                 a[i_slot[f]] = t
         self.has[i_slot[f]] = True
         left_cols = b.cols
-        width_l = len(left_cols)
-        parts_ts, parts_sign, parts_cols = [], [], []
+        parts_ts, parts_sign = [], []
+        popped: list[np.ndarray] | None = None    # the held winners that leave, their columns
         if len(out_old):
             p, cols = self.winners.pop(i_slot[f[out_old]])
             if len(p):
                 parts_ts.append(i_ts[first_rise[out_old]][p])
                 parts_sign.append(np.full(len(p), -1, dtype=np.int8))
-                parts_cols.append(cols)
+                popped = cols
+        rows = o[win]                             # the batch's rows emitted: the entering, then those leaving
         if len(win):
-            rows = o[win]
-            cols = [c[rows] for c in left_cols]
             parts_ts.append(tt[win])
             parts_sign.append(np.ones(len(win), dtype=np.int8))
-            parts_cols.append(cols)
             if gone.any():
-                k = np.flatnonzero(gone)
+                k = gone.nonzero()[0]
                 parts_ts.append(i_ts[leave[k]])
                 parts_sign.append(np.full(len(k), -1, dtype=np.int8))
-                parts_cols.append([c[k] for c in cols])
+                rows = np.concatenate((rows, rows[k]))
             if len(stay):
                 self.winners.add([c[o[stay]] for c in left_cols], ss[stay])
         if not parts_ts:
             return
-        ts = np.concatenate(parts_ts)
-        sign = np.concatenate(parts_sign)
-        cols = [np.concatenate([pc[j] for pc in parts_cols]) for j in range(width_l)]
+        ts = np.concatenate(parts_ts) if len(parts_ts) > 1 else parts_ts[0]
+        sign = np.concatenate(parts_sign) if len(parts_sign) > 1 else parts_sign[0]
         order = time_order(ts, sign)
-        cols = [c[order] for c in cols]
-        if self.out_from is None:
-            cols += [cols[j] for j in self.spec.right_from]
+        # each output column gathered once, in output order: from the batch's rows (and the popped winners' rows,
+        # which come first in ``ts``)
+        srcs = self.out_from if self.out_from is not None else (*range(len(left_cols)), *self.spec.right_from)
+        if popped is None:
+            at = rows[order]
+            cols = [left_cols[j][at] for j in srcs]
         else:
-            cols = [cols[j] for j in self.out_from]
+            cols = [np.concatenate((popped[j], left_cols[j][rows]))[order] for j in srcs]
         op.emit(Batch(ts[order], sign[order], cols))
-
 
 SLACK = 4096        # rows that left tolerated beyond the live winners before the store is compacted
 
@@ -218,7 +217,7 @@ class _Winners:
     def pop(self, slots: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Remove every row of these (distinct) slots: (index into ``slots``, the rows' columns)."""
         inside = slots < len(self.head)
-        at = np.flatnonzero(inside)
+        at = _nonzero(inside)
         cur = self.head[slots[at]]
         self.head[slots[at]] = -1
         found_p, found_r = [], []
@@ -243,7 +242,7 @@ class _Winners:
 
     def _compact(self) -> None:
         """Keep the live rows alone, renumbered in order, their chains rebuilt."""
-        rows = np.flatnonzero(self.alive[:self.n])
+        rows = _nonzero(self.alive[:self.n])
         slots = self.slot[rows]
         o = stable_argsort(slots)
         cols = [c[rows[o]] for c in self.cols]
@@ -262,11 +261,11 @@ def slot_instants(s: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, ...]:
     ss, tt = s[o], ts[o]
     brk = np.ones(len(o), dtype=bool)
     brk[1:] = (ss[1:] != ss[:-1]) | (tt[1:] != tt[:-1])
-    starts = np.flatnonzero(brk)
+    starts = _nonzero(brk)
     i_slot, i_ts = ss[starts], tt[starts]
     first = np.ones(len(starts), dtype=bool)
     first[1:] = i_slot[1:] != i_slot[:-1]
-    return o, ss, tt, brk, starts, i_slot, i_ts, np.cumsum(first) - 1, np.flatnonzero(first)
+    return o, ss, tt, brk, starts, i_slot, i_ts, np.cumsum(first) - 1, _nonzero(first)
 
 
 def time_order(ts: np.ndarray, sign: np.ndarray) -> np.ndarray:
@@ -330,7 +329,7 @@ def running_extreme(i_max: np.ndarray, old: np.ndarray, had: np.ndarray, seg: np
     prev[f] = r_old
     later = np.ones(m, dtype=bool)
     later[f] = False
-    later = np.flatnonzero(later)
+    later = _nonzero(later)
     prev[later] = run[later - 1]
     return run, prev, value
 
@@ -383,6 +382,12 @@ def _lex_ranks(rows: list[np.ndarray], held: list[np.ndarray], had: np.ndarray
     held_rank = np.zeros(len(had), dtype=np.int64)
     held_rank[had] = rank[n:]
     return rank[:n], held_rank, lambda r: [t[r] for t in table]
+
+
+def _nonzero(mask: np.ndarray) -> np.ndarray:
+    """The positions where a 1-D ``mask`` holds (``np.flatnonzero`` without its Python wrapper: called a dozen
+    times per release)."""
+    return mask.nonzero()[0]
 
 
 def _grown(a: np.ndarray, cap: int, used: int) -> np.ndarray:

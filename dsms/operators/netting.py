@@ -12,6 +12,7 @@ import numpy as np
 
 from dsms.batch import Batch, concat, from_rows, take_until
 from dsms.operators.base import Operator
+from dsms.operators.group_fold import fold_by_group
 from dsms.operators.keyed_fold import fold_keyed
 from synopses.base import deep_bytes
 from synopses.rowcodes import hash_runs, hashed_codes, row_codes, row_hashes, segments
@@ -334,8 +335,12 @@ class ChangelogOp(NettingOperator):
     kind = "changelog"
 
     def __init__(self, inputs, output, dtypes: list, eager: bool = False, keep_state: bool = True,
-                 final_net: bool = False, key: tuple[int, ...] | None = None, cancel: bool = True) -> None:
-        super().__init__(inputs, output, dtypes, "eager" if eager else "final input" if final_net else "")
+                 final_net: bool = False, key: tuple[int, ...] | None = None, cancel: bool = True,
+                 group: int | None = None) -> None:
+        label = "eager" if eager else "final input" if final_net else ""
+        if final_net and group is not None and key is None:
+            label += f" [log folded by group ${group}]"
+        super().__init__(inputs, output, dtypes, label)
         self.eager = eager or final_net
         # False directly above an aggregate, which never emits a row's delete next to an equal insert
         self.cancel = cancel
@@ -343,6 +348,9 @@ class ChangelogOp(NettingOperator):
         # with a final input, the columns that identify a row (an aggregate's groups): the log is folded by
         # key (keyed_fold.py)
         self.key = key if final_net else None
+        # above a lexicographic-extreme join (passed through), the column of its group: the log is folded by it
+        # (group_fold.py)
+        self.group = group if final_net else None
         self.live: Batch | None = None          # the live copies, ts = the instant each entered (views only)
         self.log: list[Batch] = []              # output batches not yet folded into ``live``
         self.log_rows = 0
@@ -369,7 +377,8 @@ class ChangelogOp(NettingOperator):
             parts = ([self.live] if self.live is not None else []) + self.log
             if self.log_deletes:
                 b = concat(parts)
-                live = fold_keyed(b, self.key) if self.key is not None else None
+                live = fold_keyed(b, self.key) if self.key is not None else \
+                    fold_by_group(b, self.group) if self.group is not None else None
                 self.live = live if live is not None else fold_changelog(b, self.dtypes)
             else:               # inserts only (a view over an unbounded join): every copy stays, as it came
                 self.live = concat(parts)

@@ -79,6 +79,8 @@ def plan_entities(engine, query_id: str) -> dict:
     built = engine.planner.memo.get(query.node) if isinstance(query.node, L.ToStream) else None
     if built is not None and built.op is None:           # its ISTREAM reads the queue below (istream_pass.py)
         plan["note"] = f"ISTREAM: {ISTREAM_NOTE}"
+    if query.deferred:            # a view built when first read (dsms/plan/view_demand.py)
+        plan["deferred"] = True
     return plan
 
 
@@ -107,6 +109,8 @@ def explain_text(engine, query_id: str) -> str:
     plan = plan_entities(engine, query_id)
     note = f"  [{plan['note']}]" if "note" in plan else ""
     lines = [f"query {query_id} ({plan['kind']}) -> {plan['output']}{note}"]
+    if plan.get("deferred"):
+        lines.append("  [view computed when read: no operator runs until a query's plan or a reader reads it]")
     for op in plan["operators"]:
         shared = f"  [shared by {', '.join(op['owners'])}]" if op["shared"] else ""
         fused = ", fused" if "fused_into" in op else ""
@@ -118,6 +122,8 @@ def explain_text(engine, query_id: str) -> str:
 def explain_xml(engine, query_id: str) -> str:
     plan = plan_entities(engine, query_id)
     doc = ET.Element("plan", query=query_id, kind=plan["kind"], output=plan["output"])
+    if plan.get("deferred"):
+        doc.set("deferred", "true")
     for q in plan["queues"]:
         el = ET.SubElement(doc, "queue", id=q["id"], readers=str(q["readers"]))
         if q["source"]:

@@ -28,7 +28,7 @@ from dsms.operators.project import ProjectOp
 from dsms.operators.range_window import RangeWindowOp
 from dsms.operators.row_window import RowWindowOp
 from dsms.operators.sample import SampleOp
-from dsms.operators.select import SelectOp
+from dsms.operators.select import SelectOp, keeps_label
 from dsms.operators.semi_join import SemiJoinOp
 from dsms.operators.set_op import SetOpOp
 from dsms.operators.snapshot import SnapshotOp
@@ -99,6 +99,8 @@ class PhysicalPlanner:
             return self._lex_extreme_join(node, lex, query_id)
         if isinstance(node, L.Aggregate) and (lexagg := lex_aggregate(node, self._view_root)) is not None:
             return self._lex_aggregate(node, lexagg, query_id)
+        if isinstance(node, L.Project) and (lexp := self._lex_projected(node)) is not None:
+            return self._lex_extreme_join(node, lexp, query_id)
         if (isinstance(node, L.Join | L.SemiJoin | L.Filter) or isinstance(node, L.Window)
                 and node.wkind != "UNBOUNDED") and node not in self._plain:
             queue = self._share_narrowed(node, query_id)
@@ -575,7 +577,7 @@ class PhysicalPlanner:
                                  None if pred is None else named_label(node, pred.text))
         return self._record(node, out, op, qid, via=shape.source)
 
-    def _lex_extreme_join(self, node: L.Join, shape: LexExtreme, qid) -> Queue:
+    def _lex_extreme_join(self, node: L.Join | L.Project, shape: LexExtreme, qid) -> Queue:
         """An arg max (min) joined with the MIN or MAX of another column per group (``dsms/plan/lex_extreme.py``
         checked the facts) as one operator reading the relation below the arg max, from its inserts alone
         (``dsms/operators/lex_extreme_join.py``); it stands for the join, the arg max below it and the reads of
@@ -583,7 +585,27 @@ class PhysicalPlanner:
         inp = self.build(shape.source, qid)
         out = self._new_queue()
         op = LexExtremeJoinOp(inp, out, shape)
+        if isinstance(node, L.Project):               # a projection above it, run inside (``_lex_projected``)
+            op.detail += keeps_label(shape.out_from)
         return self._record(node, out, op, qid, via=shape.source)
+
+    def _lex_projected(self, node: L.Project) -> LexExtreme | None:
+        """A projection of plain columns over a lexicographic-extreme join that no build of that join exists
+        for, as that join emitting the projected columns alone (its ``out_from`` composed with the
+        projection: the release gathers only them, and no project operator runs above it; EXPLAIN: the join's
+        label ends with ``[keeps ...]``). Else None: the projection is built above the join."""
+        join = node.child
+        if not isinstance(join, L.Join) or join in self.memo:
+            return None
+        cols = []
+        for e in node.exprs:
+            if not (isinstance(e, ast.ColumnRef) and e.name.startswith("$") and e.name[1:].isdigit()):
+                return None
+            cols.append(int(e.name[1:]))
+        lex = lex_extreme(join, self._view_root)
+        if lex is None:
+            return None
+        return lex._replace(out_from=tuple(lex.out_from[c] for c in cols))
 
     def _lex_aggregate(self, node: L.Aggregate, shape: LexAggregate, qid) -> Queue:
         """A MIN or MAX per group over an arg max (``dsms/plan/lex_extreme.py`` checked the facts) as one operator
@@ -599,17 +621,32 @@ class PhysicalPlanner:
         columns of one, that emits each instant's net change once: the join releases whole instants only, and
         within one instant the rows that leave are below the new extreme and the rows that enter at it, so
         no row leaves and enters at one instant as long as the columns kept include every value ranked."""
-        cols = range(len(node.types))
-        if isinstance(node, L.Project):
-            if not all(isinstance(e, ast.ColumnRef) and e.name.startswith("$") for e in node.exprs):
-                return False
-            cols, node = [int(e.name[1:]) for e in node.exprs], node.child
+        return self._lex_columns(node) is not None
+
+    def _lex_group(self, node) -> int | None:
+        """The column of ``node`` (``_net_lex`` holds) that copies the join's group column, by which the sink
+        folds its log (``dsms/operators/group_fold.py``); None when the group is not kept."""
+        found = self._lex_columns(node)
+        if found is None:
+            return None
+        op, cols = found
+        return next((i for i, c in enumerate(cols) if op.spec.out_from[c] == op.spec.group), None)
+
+    def _lex_columns(self, node) -> tuple[LexExtremeJoinOp, list[int]] | None:
+        """(the join, the join's column each of ``node``'s copies) when ``_net_lex`` holds, else None."""
+        cols = list(range(len(node.types)))
         built = self.memo.get(node)
+        if (built is None or not isinstance(built.op, LexExtremeJoinOp)) and isinstance(node, L.Project):
+            # (a projection run inside the join is the join's build itself: ``_lex_projected``)
+            if not all(isinstance(e, ast.ColumnRef) and e.name.startswith("$") for e in node.exprs):
+                return None
+            cols, node = [int(e.name[1:]) for e in node.exprs], node.child
+            built = self.memo.get(node)
         op = built.op if built is not None else None
         if not isinstance(op, LexExtremeJoinOp):
-            return False
+            return None
         kept = {op.spec.out_from[c] for c in cols}
-        return all(c in kept for c, _ in op.spec.values)
+        return (op, cols) if all(c in kept for c, _ in op.spec.values) else None
 
     def _fuse_project(self, join: JoinOp, side: int, window_node) -> None:
         """Fuse into ``join`` the projection of plain column copies below its fused window on ``side``, when
@@ -711,11 +748,15 @@ class PhysicalPlanner:
         out = self._new_queue()
         # the sink keeps the relation's contents: a later query reading it (a view) and a new reader of its
         # results (the server's snapshot) start from them
-        net = final_net(node.child) or self._net_lex(node.child)
+        lex = self._net_lex(node.child)
+        net = final_net(node.child) or lex
         key = unique_key(node.child) if net else None
         return out, ChangelogOp([inp], out, dtypes_of(node.types), eager=node.child.monotone,
                                 keep_state=True, final_net=net, key=None if key is None else tuple(sorted(key)),
-                                cancel=not _bare_aggregate(node.child))
+                                # nothing to cancel: no delete at all, or (a lexicographic extreme passed
+                                # through) no equal row leaves and enters at one instant (``_net_lex``)
+                                cancel=not (_bare_aggregate(node.child) or node.child.monotone or lex),
+                                group=self._lex_group(node.child) if lex and key is None else None)
 
 
 def _projected_join(node: L.Project, memo: dict) -> L.FilteredJoin | None:

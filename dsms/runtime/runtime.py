@@ -226,6 +226,9 @@ class Runtime:
         elif op == "weight":
             if entry["query"] in self.engine.query_list:
                 self.engine.set_query_weight(entry["query"], entry["value"])
+        elif op == "materialise":
+            if entry["query"] in self.engine.query_list:
+                self.engine.materialise(entry["query"])
         elif op == "retention":
             st = self.states.get(entry["query"])
             if st is not None:
@@ -523,6 +526,12 @@ class Runtime:
         ``snapshot``, a relation-valued query's reader first gets its current contents (docs/http-api.md)."""
         q = self.query(query)
         st = self.states[q.id]
+        if q.deferred:
+            # a view computed when read (dsms/plan/view_demand.py): built now, logged so that recovery builds
+            # it at the same point (the same entity ids), and run, so that its results so far are retained
+            self.engine.materialise(q.id)
+            self._log({"op": "materialise", "query": q.id})
+            self.pump.quiesce()
         capacity = buffer or self.subscriber_buffer
         bounds = {"max_bytes": self.reader_bytes, "budget": self.readers}
         if after is not None:
