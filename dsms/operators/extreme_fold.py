@@ -178,20 +178,16 @@ class ExtremeFold:
         else:
             self.held, self.held_n = [], 0
         self._cover(self.groups.n)
-        at = self._beating(gid, keys)
-        if at is not None:
-            if not len(at):
-                return None
-            ts, gid, keys = ts[at], gid[at], [k[at] for k in keys]
         return self._fold(ts, gid, keys)
 
     def _fold(self, ts: np.ndarray, gid: np.ndarray, keys: list[np.ndarray]) -> Batch | None:
-        """The changes of rows that each found their group or beat its committed extreme in some aggregate.
+        """The changes the rows make, or None.
 
         Sorted by group (time order kept within), each aggregate's running extreme starts from the committed
-        one (folded into the group's first row); a row where some running extreme rises is a record, and only
-        records change anything. Of the records of one (group, instant) the last holds the new row; the old
-        row is the one before the first of them: the committed extreme for the group's first, else the running
+        one (folded into the group's first row). A row is a record when it founds its group or some running
+        extreme rises there (at a group's first row: when it beats the committed extreme), and only records
+        change anything. Of the records of one (group, instant) the last holds the new row; the old row is the
+        one before the first of them: the committed extreme for the group's first change, else the running
         extreme just before it (between records it does not move)."""
         n = len(ts)
         gid = gid.astype(I64, copy=False)
@@ -211,37 +207,48 @@ class ExtremeFold:
         np.not_equal(gi[1:], gi[:-1], out=start[1:])
         starts = np.flatnonzero(start)
         g_first = gi[starts] + lo_g
-        rec = start.copy()
+        rec = np.empty(n, dtype=bool)
+        opened = ~self.has[g_first]                    # at a group's first row: founds it, or beats the committed
         runs = []
         for b, k in zip(self.best, keys):
             k_s = k[o]
-            k_s[starts] = np.maximum(k_s[starts], b[g_first])
-            run = _running(k_s, gi, True)
-            rec[1:] |= run[1:] != run[:-1]
+            first, base = k_s[starts], b[g_first]
+            opened |= first > base
+            k_s[starts] = np.maximum(first, base)
+            run = _Running(k_s, gi)
+            if runs:
+                rec[1:] |= run.acc[1:] != run.acc[:-1]
+            else:
+                np.not_equal(run.acc[1:], run.acc[:-1], out=rec[1:])
             runs.append(run)
+        rec[starts] = opened
         r = np.flatnonzero(rec)                        # the records, by group then time
+        if not len(r):
+            return None
         g_r = gi[r] + lo_g
         t_r = ts[o[r]]
-        first_r = start[r]                             # the group's first record
         m = len(r)
         last = np.empty(m, dtype=bool)                 # the last record of its (group, instant)
         last[-1] = True
-        np.logical_or(first_r[1:], t_r[1:] != t_r[:-1], out=last[:-1])
+        np.logical_or(g_r[1:] != g_r[:-1], t_r[1:] != t_r[:-1], out=last[:-1])
         e = np.flatnonzero(last)                       # one per change
         sf = np.empty(len(e), dtype=np.int64)          # the first record of each change
         sf[0] = 0
         sf[1:] = e[:-1] + 1
-        opens = first_r[sf]                            # the group's first change here
         g_e = g_r[e]
+        opens = np.empty(len(e), dtype=bool)           # the group's first change here
+        opens[0] = True
+        np.not_equal(g_e[1:], g_e[:-1], out=opens[1:])
         existed = self.has[g_e]
         closes = np.empty(len(e), dtype=bool)          # the group's last change here
         closes[-1] = True
         closes[:-1] = opens[1:]
-        before = np.maximum(r[sf] - 1, 0)              # the sorted row just before the change's first record
+        before = r[sf] - 1                   # the sorted row before the change's first record (unread where opens)
+        at_e = r[e]
         news, olds = [], []
         for b, run in zip(self.best, runs):
-            new = run[r[e]]
-            old = np.where(opens, b[g_e], run[before])
+            new = run.value(at_e)
+            old = np.where(opens, b[g_e], run.value(before))
             b[g_e[closes]] = new[closes]
             news.append(new)
             olds.append(old)
@@ -259,24 +266,36 @@ class ExtremeFold:
         return Batch(t_r[e[seg]].astype(I64, copy=False), sgn, cols)
 
 
-def _running(v: np.ndarray, gi: np.ndarray, want_max: bool) -> np.ndarray:
-    """Each row's running MAX (MIN) of ``v`` within its group (``gi``: the group's index, non-decreasing),
-    by one cumulative maximum over values offset per group so that a later group's always lie above an
-    earlier group's: offsets of the value span while the groups times the span fit an int64, else of the
-    values' ranks (one sort).
+class _Running:
+    """Each row's running MAX of ``v`` within its group (``gi``: the group, non-decreasing), as one cumulative
+    maximum ``acc`` over values offset per group so that a later group's always lie above an earlier group's:
+    offsets of the value span while the groups times the span fit an int64, else of the values' ranks (one
+    sort). ``acc`` moves exactly where the running maximum does; ``value`` decodes it at given rows.
 
-    >>> _running(np.array([3, 1, 5, 2, 9, 4]), np.array([0, 0, 0, 1, 1, 1]), True).tolist()
+    >>> r = _Running(np.array([3, 1, 5, 2, 9, 4]), np.array([0, 0, 0, 1, 1, 1]))
+    >>> r.value(np.arange(6)).tolist()
     [3, 3, 5, 2, 9, 9]
-    >>> _running(np.array([3, 1, 5, 2]), np.array([0, 0, 1, 1]), False).tolist()
-    [3, 1, 5, 2]
+    >>> r = _Running(np.array([-2**63, 2**63 - 1, 0, 5]), np.array([0, 0, 7, 7]))
+    >>> r.value(np.arange(4)).tolist() == [-2**63, 2**63 - 1, 0, 5]
+    True
     """
-    lo, hi = int(v.min()), int(v.max())
-    span = hi - lo + 1
-    if span * (int(gi[-1]) + 1) < 2**62:
-        acc = np.maximum.accumulate(gi * span + ((v - lo) if want_max else (hi - v))) - gi * span
-        return acc + lo if want_max else hi - acc
-    u, r = np.unique(v, return_inverse=True)
-    r = r.reshape(-1)
-    top = len(u) - 1
-    acc = np.maximum.accumulate(gi * len(u) + (r if want_max else top - r)) - gi * len(u)
-    return u[acc] if want_max else u[top - acc]
+
+    __slots__ = ("acc", "gi", "lo", "span", "u")
+
+    def __init__(self, v: np.ndarray, gi: np.ndarray) -> None:
+        lo, hi = int(v.min()), int(v.max())
+        span = hi - lo + 1
+        self.gi = gi
+        if span * (int(gi[-1]) + 1) < 2**62:
+            self.lo, self.span, self.u = lo, span, None
+            x = v - lo
+            x += gi * span
+        else:
+            u, r = np.unique(v, return_inverse=True)
+            self.lo, self.span, self.u = 0, len(u), u
+            x = r.reshape(-1) + gi * len(u)
+        self.acc = np.maximum.accumulate(x)
+
+    def value(self, at: np.ndarray) -> np.ndarray:
+        x = self.acc[at] - self.gi[at] * self.span
+        return x + self.lo if self.u is None else self.u[x]
