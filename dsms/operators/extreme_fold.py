@@ -4,13 +4,14 @@ Source: digest-004 R-PLAN-06 (MIN/MAX keep their window only because a delete ma
 SPEC section 3 (an instant's result is final once every input has passed it; changes that cancel within an
 instant emit nothing). Over rows that are never deleted a group's extreme only ever improves, so the state is
 one running extreme per group and aggregate, and a row can change the answer only if it beats the extreme
-committed so far (or founds its group): ``offer`` keeps those rows alone (after a batch of which nearly every
-row passed, it keeps the next few whole: dropping rows saves work, keeping them is exact). ``finish`` folds the
-kept rows of the instants now final, and emits, per (instant, group) whose row changed, its old row as a delete
-and its new row as an insert, in (instant, group id) order: what ``extreme_inserts.py`` emits for the same
-rows, with the group ids given (``GroupTable``) instead of found per row. The extremes committed are those of
-the instants before every row still held, so a row dropped by ``offer`` is below (MIN: above) the extreme at
-its own instant too.
+before it (or founds its group): a *record*. ``offer`` holds rows as they come (past ``HOLD`` rows held, while
+the join's frontier is held back, only those that beat the committed extreme: the extremes committed are those
+of the instants before every row still held, so a row dropped is below (MIN: above) the extreme at its own
+instant too). ``finish`` folds the held rows of the instants now final: sorted by group, time order kept
+within, one cumulative maximum per aggregate starting from the committed extreme finds the records, and per
+(instant, group) with records it emits the old row as a delete and the new row as an insert, in (instant,
+group id) order: what ``extreme_inserts.py`` emits for the same rows, with the group ids given
+(``GroupTable``) instead of found per row.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ releases through dicts, bounded runs, all unchanged) with three differences:
   (``extreme_fold.GroupTable``), when they are read: a few hundred new auctions a push, where the aggregate
   above a plain join found the ids of every pair (two columns packed and looked up per bid);
 - the pairs the join emits carry that id and the aggregated columns alone, and go to ``ExtremeFold.offer``,
-  which keeps only the pairs that found their group or beat its extreme so far (a fifth of q4's);
+  which holds them until their instants are final;
 - what is forwarded is the aggregate's output: before the join forwards a heartbeat at ``f`` (every pair
-  below ``f`` is out by then), the kept pairs of the instants before ``f`` are folded and the changes emitted
+  below ``f`` is out by then), the held pairs of the instants before ``f`` are folded and the changes emitted
   (``_Folded`` sits between the join and ``Operator`` in the method order for that).
 """
 
