@@ -108,9 +108,9 @@ def fold(op, batch: Batch) -> bool:
             sm, d = sums[a]
             ns = np.where(new_cnt > 0, sm[ii, jj], 0)
             os_ = np.where(old_cnt > 0, sm[ii, jj] - d[ii, jj], 0)
-            if f == "AVG":
-                nv = np.where(new_cnt > 0, ns / np.maximum(new_cnt, 1), 0.0)
-                ov = np.where(old_cnt > 0, os_ / np.maximum(old_cnt, 1), 0.0)
+            if f == "AVG":                         # (an empty group's sum is 0 here: 0 / 1 = 0.0)
+                nv = ns / np.maximum(new_cnt, 1)
+                ov = os_ / np.maximum(old_cnt, 1)
             else:
                 nv, ov = ns, os_
         new_vals.append(nv)
