@@ -189,7 +189,7 @@ class ExtremeFold:
         extreme rises there (at a group's first row: when it beats the committed extreme), and only records
         change anything. Of the records of one (group, instant) the last holds the new row; the old row is the
         one before the first of them: the committed extreme for the group's first change, else the running
-        extreme just before it (between records it does not move)."""
+        extreme just before it (between records it does not move): the previous change's new row."""
         n = len(ts)
         gid = gid.astype(I64, copy=False)
         lo_g, hi_g = int(gid.min()), int(gid.max())
@@ -210,7 +210,7 @@ class ExtremeFold:
         g_first = gi[starts] + lo_g
         rec = np.empty(n, dtype=bool)
         opened = ~self.has[g_first]                    # at a group's first row: founds it, or beats the committed
-        runs = []
+        runs, sorted_keys = [], []
         for b, k in zip(self.best, keys):
             k_s = k[o]
             first, base = k_s[starts], b[g_first]
@@ -222,6 +222,7 @@ class ExtremeFold:
             else:
                 np.not_equal(run.acc[1:], run.acc[:-1], out=rec[1:])
             runs.append(run)
+            sorted_keys.append(k_s)
         rec[starts] = opened
         r = np.flatnonzero(rec)                        # the records, by group then time
         if not len(r):
@@ -233,9 +234,6 @@ class ExtremeFold:
         last[-1] = True
         np.logical_or(g_r[1:] != g_r[:-1], t_r[1:] != t_r[:-1], out=last[:-1])
         e = np.flatnonzero(last)                       # one per change
-        sf = np.empty(len(e), dtype=np.int64)          # the first record of each change
-        sf[0] = 0
-        sf[1:] = e[:-1] + 1
         g_e = g_r[e]
         opens = np.empty(len(e), dtype=bool)           # the group's first change here
         opens[0] = True
@@ -244,12 +242,16 @@ class ExtremeFold:
         closes = np.empty(len(e), dtype=bool)          # the group's last change here
         closes[-1] = True
         closes[:-1] = opens[1:]
-        before = r[sf] - 1                   # the sorted row before the change's first record (unread where opens)
         at_e = r[e]
+        one = len(runs) == 1
         news, olds = [], []
-        for b, run in zip(self.best, runs):
-            new = run.value(at_e)
-            old = np.where(opens, b[g_e], run.value(before))
+        for b, run, k_s in zip(self.best, runs, sorted_keys):
+            # one aggregate: every record is a rise of its running extreme to the record's own value; several:
+            # a record of one may leave another's where it was
+            new = k_s[at_e] if one else run.value(at_e)
+            old = np.empty_like(new)                   # the group's previous change's new row, or the committed
+            old[1:] = new[:-1]
+            old = np.where(opens, b[g_e], old)
             b[g_e[closes]] = new[closes]
             news.append(new)
             olds.append(old)
