@@ -71,10 +71,19 @@ class JoinExtremeOp(JoinOp, _Folded):
         return self.fold.nbytes() + self.fold.groups.nbytes()
 
     def on_batch(self, i: int, batch: Batch) -> None:
-        if i == self.group_side:
-            gid = self.fold.groups.ids([batch.cols[g] for g in self.group])
-            batch = Batch(batch.ts, batch.sign, [*batch.cols, gid])
-        super().on_batch(i, batch)
+        if i != self.group_side:
+            super().on_batch(i, batch)
+            return
+        sel = self.selects[i]
+        if sel is not None:          # a selection or projection run inside (``JoinOp.on_batch``): its columns first
+            counts = self._select_rows[i]
+            counts[0] += len(batch.ts)
+            batch = sel.picked(batch)
+            if batch is None:
+                return
+            counts[1] += len(batch.ts)
+        gid = self.fold.groups.ids([batch.cols[g] for g in self.group])
+        self.pending[i].append(Batch(batch.ts, batch.sign, [*batch.cols, gid]))
 
     def emit(self, batch: Batch) -> None:
         """The join's pairs (group id, then the aggregates' arguments), to the fold."""
