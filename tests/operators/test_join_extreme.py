@@ -35,6 +35,9 @@ SHAPES = {
     "having_and_projection_above": ((), f"SELECT m + 1 AS m1, X.id FROM (SELECT X.id AS id, MAX(Y.p) AS m "
                                         f"FROM {U} WHERE {BAND} GROUP BY X.id HAVING MAX(Y.p) > 0) X"),
     "istream_of_it": ((), f"SELECT ISTREAM(X.id, MAX(Y.p) AS m) FROM {U} WHERE {BAND} GROUP BY X.id"),
+    # selections of one input each, pushed below the join and run inside it (the group side's before its ids)
+    "selections_on_both_inputs": ((), f"SELECT X.id, X.c, MAX(Y.p) AS m FROM {U} WHERE {BAND} AND X.c = 1 "
+                                      "AND Y.p > 0 GROUP BY X.id, X.c"),
 }
 
 
