@@ -4,13 +4,14 @@ Source: digest-004 R-PLAN-06 (MIN/MAX keep their window only because a delete ma
 SPEC section 3 (an instant's result is final once every input has passed it; changes that cancel within an
 instant emit nothing). Over rows that are never deleted a group's extreme only ever improves, so the state is
 one running extreme per group and aggregate, and a row can change the answer only if it beats the extreme
-committed so far (or founds its group): ``offer`` keeps those rows alone (after a batch of which nearly every
-row passed, it keeps the next few whole: dropping rows saves work, keeping them is exact). ``finish`` folds the
-kept rows of the instants now final, and emits, per (instant, group) whose row changed, its old row as a delete
-and its new row as an insert, in (instant, group id) order: what ``extreme_inserts.py`` emits for the same
-rows, with the group ids given (``GroupTable``) instead of found per row. The extremes committed are those of
-the instants before every row still held, so a row dropped by ``offer`` is below (MIN: above) the extreme at
-its own instant too.
+before it (or founds its group): a *record*. ``offer`` holds rows as they come (past ``HOLD`` rows held, while
+the join's frontier is held back, only those that beat the committed extreme: the extremes committed are those
+of the instants before every row still held, so a row dropped is below (MIN: above) the extreme at its own
+instant too). ``finish`` folds the held rows of the instants now final: sorted by group, time order kept
+within, one cumulative maximum per aggregate starting from the committed extreme finds the records, and per
+(instant, group) with records it emits the old row as a delete and the new row as an insert, in (instant,
+group id) order: what ``extreme_inserts.py`` emits for the same rows, with the group ids given
+(``GroupTable``) instead of found per row.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from synopses.group_ids import IntGroupIds, PackedIntGroupIds
 from synopses.sort_order import stable_argsort
 
 I64 = np.int64
-SKIP = 8            # batches kept whole after one whose rows nearly all passed the filter (it costs a gather)
+I64_MIN = -(2**63)
+HOLD = 1 << 16      # rows held as they come; past this many, only those that can change the answer
 
 
 class GroupTable:
@@ -59,13 +61,13 @@ class GroupTable:
         if self.one is not None:
             g = self.one.ids(cols[0])
             if self.one.n > start:
-                self._add([self.one.key_of()[start:]])
+                self._add(cols if self.one.fresh else [self.one.key_of()[start:]])
             return g
         if self.packed is not None:
             g = self.packed.ids(cols)
             if g is not None:
-                if self.packed.n > start:
-                    self._add(self.packed.key_cols(start))
+                if self.packed.n > start:           # (keys all new, in row order: the rows are the keys)
+                    self._add(cols if self.packed.ids_of.fresh else self.packed.key_cols(start))
                 return g
             self.packed = None                 # keys too far apart to pack: tuples from now on
             self.gid_of = {k: i for i, k in enumerate(zip(*[c[:self.n].tolist() for c in self.keys]))}
@@ -89,16 +91,20 @@ class GroupTable:
 
 class ExtremeFold:
     """Per group id, one running extreme per aggregate (``funcs``: MAX or MIN), fed rows (instant, group id,
-    values) that are never deleted, in time order."""
+    values) that are never deleted, in time order.
+
+    Values are kept as MAX of a key: a MAX's value itself, a MIN's bitwise complement (``~v = -1 - v`` reverses
+    the order of int64 exactly, with no overflow), so one fold serves both; ``best`` starts at the smallest
+    int64, the identity of MAX, so a group's first rows need no case of their own."""
 
     def __init__(self, funcs: list[str], groups: GroupTable, dtypes: list) -> None:
         self.want_max = [f == "MAX" for f in funcs]
         self.groups = groups
         self.dtypes = dtypes                         # of the output: key columns, then one per aggregate
-        self.best = [np.zeros(64, dtype=I64) for _ in funcs]
+        self.best = [np.full(64, I64_MIN, dtype=I64) for _ in funcs]     # as keys (class docstring)
         self.has = np.zeros(64, dtype=bool)          # the group has a value (its first row has been folded)
         self.held: list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]] = []
-        self.skip = 0                                # batches ``offer`` keeps whole before it filters again
+        self.held_n = 0                              # rows in ``held``
 
     def nbytes(self) -> int:
         held = sum(t.nbytes + g.nbytes + sum(v.nbytes for v in vs) for t, g, vs in self.held)
@@ -122,112 +128,177 @@ class ExtremeFold:
         if n > len(self.has):
             size = max(n, 2 * len(self.has))
             self.has = np.concatenate([self.has, np.zeros(size - len(self.has), dtype=bool)])
-            self.best = [np.concatenate([b, np.zeros(size - len(b), dtype=I64)]) for b in self.best]
+            self.best = [np.concatenate([b, np.full(size - len(b), I64_MIN, dtype=I64)]) for b in self.best]
 
     def offer(self, ts: np.ndarray, gid: np.ndarray, vals: list[np.ndarray]) -> None:
-        """Keep the rows that found their group or beat its committed extreme in some aggregate (the others
-        can never change the answer: the extreme at their instant is at least the committed one)."""
+        """Hold the rows until their instants are final (``finish``). While few rows are held they are held as
+        they come; past ``HOLD`` rows (the join's frontier held back) only those that found their group or beat
+        its committed extreme in some aggregate are (the others can never change the answer: the extreme at
+        their instant is at least the committed one)."""
         if not len(ts):
             return
-        self._cover(self.groups.n)
-        vals = [v.astype(I64, copy=False) for v in vals]
-        if self.skip:                                  # the last batches kept nearly every row: not asked
-            self.skip -= 1
-            self.held.append((ts, gid, vals))
-            return
-        keep = ~self.has[gid]
-        for mx, b, v in zip(self.want_max, self.best, vals):
-            keep |= (v > b[gid]) if mx else (v < b[gid])
-        at = np.flatnonzero(keep)
-        if len(at) >= 0.9 * len(ts):                   # groups found and raised within one batch (q4 at
-            self.skip = SKIP                           # 10,000 events a push): filtering pays nothing
-        if len(at) == len(ts):
-            self.held.append((ts, gid, vals))
-        elif len(at):
-            self.held.append((ts[at], gid[at], [v[at] for v in vals]))
+        keys = [v.astype(I64, copy=False) if mx else ~v.astype(I64, copy=False)
+                for mx, v in zip(self.want_max, vals)]
+        if self.held_n + len(ts) > HOLD:
+            self._cover(self.groups.n)
+            at = self._beating(gid, keys)
+            if at is not None:
+                ts, gid, keys = ts[at], gid[at], [k[at] for k in keys]
+        if len(ts):
+            self.held.append((ts, gid, keys))
+            self.held_n += len(ts)
+
+    def _beating(self, gid: np.ndarray, keys: list[np.ndarray]) -> np.ndarray | None:
+        """The positions of the rows that found their group or beat its committed extreme in some aggregate;
+        None when that is every row."""
+        keep = None
+        for b, k in zip(self.best, keys):
+            beat = k > b[gid]
+            keep = beat if keep is None else keep | beat
+        if any(int(k.min()) == I64_MIN for k in keys):       # a first value equal to ``best``'s start
+            keep |= ~self.has[gid]
+        if keep.all():
+            return None
+        return np.flatnonzero(keep)
 
     def finish(self, f: int) -> Batch | None:
         """Fold the rows held of instants before ``f`` (final now); the changes they make, or None."""
         if not self.held or self.held[0][0][0] >= f:
             return None
         if len(self.held) == 1:
-            ts, gid, vals = self.held[0]
+            ts, gid, keys = self.held[0]
         else:
             ts = np.concatenate([h[0] for h in self.held])
             gid = np.concatenate([h[1] for h in self.held])
-            vals = [np.concatenate([h[2][j] for h in self.held]) for j in range(len(self.best))]
+            keys = [np.concatenate([h[2][j] for h in self.held]) for j in range(len(self.best))]
         cut = int(np.searchsorted(ts, f, side="left"))
-        self.held = [(ts[cut:], gid[cut:], [v[cut:] for v in vals])] if cut < len(ts) else []
-        return self._fold(ts[:cut], gid[:cut], [v[:cut] for v in vals])
+        if cut < len(ts):
+            self.held = [(ts[cut:], gid[cut:], [k[cut:] for k in keys])]
+            self.held_n = len(ts) - cut
+            ts, gid, keys = ts[:cut], gid[:cut], [k[:cut] for k in keys]
+        else:
+            self.held, self.held_n = [], 0
+        self._cover(self.groups.n)
+        return self._fold(ts, gid, keys)
 
-    def _fold(self, ts: np.ndarray, gid: np.ndarray, vals: list[np.ndarray]) -> Batch | None:
+    def _fold(self, ts: np.ndarray, gid: np.ndarray, keys: list[np.ndarray]) -> Batch | None:
+        """The changes the rows make, or None.
+
+        Sorted by group (time order kept within), each aggregate's running extreme starts from the committed
+        one (folded into the group's first row). A row is a record when it founds its group or some running
+        extreme rises there (at a group's first row: when it beats the committed extreme), and only records
+        change anything. Of the records of one (group, instant) the last holds the new row; the old row is the
+        one before the first of them: the committed extreme for the group's first change, else the running
+        extreme just before it (between records it does not move): the previous change's new row."""
         n = len(ts)
-        o = stable_argsort(gid)                        # by group, time order kept within
-        g_s, t_s = gid[o], ts[o]
-        grp_start = np.empty(n, dtype=bool)
-        grp_start[0] = True
-        np.not_equal(g_s[1:], g_s[:-1], out=grp_start[1:])
-        seg_end = np.empty(n, dtype=bool)              # last row of each (group, instant)
-        seg_end[-1] = True
-        np.logical_or(grp_start[1:], t_s[1:] != t_s[:-1], out=seg_end[:-1])
-        ends = np.flatnonzero(seg_end)
-        gi = np.cumsum(grp_start) - 1                  # group index within the fold, per row
-        seg_g = g_s[ends]
-        first = np.empty(len(ends), dtype=bool)        # a group's first segment here
-        first[0] = True
-        np.not_equal(seg_g[1:], seg_g[:-1], out=first[1:])
-        last = np.empty(len(ends), dtype=bool)
-        last[-1] = True
-        last[:-1] = first[1:]
-        existed = self.has[seg_g]
-        changed = first & ~existed                     # the segment that founds its group
-        new_vals, old_vals = [], []
-        for mx, b, v in zip(self.want_max, self.best, vals):
-            run = _running(v[o], gi, mx)[ends]         # the fold's own running extreme after each segment
-            base = b[seg_g]
-            new = np.where(existed, np.maximum(base, run) if mx else np.minimum(base, run), run)
-            old = np.empty_like(new)
-            old[0] = 0
-            old[1:] = new[:-1]
-            old = np.where(first, np.where(existed, base, 0), old)
-            changed |= new != old
-            b[seg_g[last]] = new[last]
-            new_vals.append(new)
-            old_vals.append(old)
-        self.has[seg_g[first]] = True
-        c = np.flatnonzero(changed)
-        if not len(c):
+        gid = gid.astype(I64, copy=False)
+        lo_g, hi_g = int(gid.min()), int(gid.max())
+        bits = n.bit_length()
+        if (hi_g - lo_g) < (1 << (62 - bits)):         # group, then position: one fast unstable sort
+            key = (gid - lo_g) << bits
+            key |= np.arange(n, dtype=I64)
+            key.sort()
+            o = key & ((1 << bits) - 1)
+            gi = key >> bits                           # the group, less ``lo_g``, per sorted row
+        else:
+            o = stable_argsort(gid)
+            gi = gid[o] - lo_g
+        start = np.empty(n, dtype=bool)                # a group's first row
+        start[0] = True
+        np.not_equal(gi[1:], gi[:-1], out=start[1:])
+        starts = np.flatnonzero(start)
+        g_first = gi[starts] + lo_g
+        rec = np.empty(n, dtype=bool)
+        opened = ~self.has[g_first]                    # at a group's first row: founds it, or beats the committed
+        runs, sorted_keys = [], []
+        for b, k in zip(self.best, keys):
+            k_s = k[o]
+            first, base = k_s[starts], b[g_first]
+            opened |= first > base
+            k_s[starts] = np.maximum(first, base)
+            run = _Running(k_s, gi)
+            if runs:
+                rec[1:] |= run.acc[1:] != run.acc[:-1]
+            else:
+                np.not_equal(run.acc[1:], run.acc[:-1], out=rec[1:])
+            runs.append(run)
+            sorted_keys.append(k_s)
+        rec[starts] = opened
+        r = np.flatnonzero(rec)                        # the records, by group then time
+        if not len(r):
             return None
-        c = c[stable_argsort(t_s[ends[c]])]            # (instant, group id) order
-        dele = ~(first[c] & ~existed[c])
+        g_r = gi[r] + lo_g
+        t_r = ts[o[r]]
+        m = len(r)
+        last = np.empty(m, dtype=bool)                 # the last record of its (group, instant)
+        last[-1] = True
+        np.logical_or(g_r[1:] != g_r[:-1], t_r[1:] != t_r[:-1], out=last[:-1])
+        e = np.flatnonzero(last)                       # one per change
+        g_e = g_r[e]
+        opens = np.empty(len(e), dtype=bool)           # the group's first change here
+        opens[0] = True
+        np.not_equal(g_e[1:], g_e[:-1], out=opens[1:])
+        existed = self.has[g_e]
+        closes = np.empty(len(e), dtype=bool)          # the group's last change here
+        closes[-1] = True
+        closes[:-1] = opens[1:]
+        at_e = r[e]
+        one = len(runs) == 1
+        news, olds = [], []
+        for b, run, k_s in zip(self.best, runs, sorted_keys):
+            # one aggregate: every record is a rise of its running extreme to the record's own value; several:
+            # a record of one may leave another's where it was
+            new = k_s[at_e] if one else run.value(at_e)
+            old = np.empty_like(new)                   # the group's previous change's new row, or the committed
+            old[1:] = new[:-1]
+            old = np.where(opens, b[g_e], old)
+            b[g_e[closes]] = new[closes]
+            news.append(new)
+            olds.append(old)
+        self.has[g_e[opens]] = True
+        c = stable_argsort(t_r[e])                     # (instant, group id) order
+        dele = ~(opens[c] & ~existed[c])
         seg, sgn = delete_then_insert(c, dele)
         is_del = sgn < 0
-        g_out = seg_g[seg]
-        cols = [k[g_out] for k in self.groups.keys]
-        k = len(cols)
-        for j, (nv, ov) in enumerate(zip(new_vals, old_vals)):
-            cols.append(np.where(is_del, ov[seg], nv[seg]).astype(self.dtypes[k + j], copy=False))
-        return Batch(t_s[ends[seg]].astype(I64, copy=False), sgn, cols)
+        g_out = g_e[seg]
+        cols = [kc[g_out] for kc in self.groups.keys]
+        width = len(cols)
+        for j, (mx, nv, ov) in enumerate(zip(self.want_max, news, olds)):
+            v = np.where(is_del, ov[seg], nv[seg])
+            cols.append((v if mx else ~v).astype(self.dtypes[width + j], copy=False))
+        return Batch(t_r[e[seg]].astype(I64, copy=False), sgn, cols)
 
 
-def _running(v: np.ndarray, gi: np.ndarray, want_max: bool) -> np.ndarray:
-    """Each row's running MAX (MIN) of ``v`` within its group (``gi``: the group's index, non-decreasing),
-    by one cumulative maximum over values offset per group so that a later group's always lie above an
-    earlier group's: offsets of the value span while the groups times the span fit an int64, else of the
-    values' ranks (one sort).
+class _Running:
+    """Each row's running MAX of ``v`` within its group (``gi``: the group, non-decreasing), as one cumulative
+    maximum ``acc`` over values offset per group so that a later group's always lie above an earlier group's:
+    offsets of the value span while the groups times the span fit an int64, else of the values' ranks (one
+    sort). ``acc`` moves exactly where the running maximum does; ``value`` decodes it at given rows.
 
-    >>> _running(np.array([3, 1, 5, 2, 9, 4]), np.array([0, 0, 0, 1, 1, 1]), True).tolist()
+    >>> r = _Running(np.array([3, 1, 5, 2, 9, 4]), np.array([0, 0, 0, 1, 1, 1]))
+    >>> r.value(np.arange(6)).tolist()
     [3, 3, 5, 2, 9, 9]
-    >>> _running(np.array([3, 1, 5, 2]), np.array([0, 0, 1, 1]), False).tolist()
-    [3, 1, 5, 2]
+    >>> r = _Running(np.array([-2**63, 2**63 - 1, 0, 5]), np.array([0, 0, 7, 7]))
+    >>> r.value(np.arange(4)).tolist() == [-2**63, 2**63 - 1, 0, 5]
+    True
     """
-    lo, hi = int(v.min()), int(v.max())
-    span = hi - lo + 1
-    if span * (int(gi[-1]) + 1) < 2**62:
-        acc = np.maximum.accumulate(gi * span + ((v - lo) if want_max else (hi - v))) - gi * span
-        return acc + lo if want_max else hi - acc
-    u, r = np.unique(v, return_inverse=True)
-    r = r.reshape(-1)
-    top = len(u) - 1
-    acc = np.maximum.accumulate(gi * len(u) + (r if want_max else top - r)) - gi * len(u)
-    return u[acc] if want_max else u[top - acc]
+
+    __slots__ = ("acc", "gi", "lo", "span", "u")
+
+    def __init__(self, v: np.ndarray, gi: np.ndarray) -> None:
+        lo, hi = int(v.min()), int(v.max())
+        span = hi - lo + 1
+        self.gi = gi
+        if span * (int(gi[-1]) + 1) < 2**62:
+            self.lo, self.span, self.u = lo, span, None
+            x = v - lo
+            x += gi * span
+        else:
+            u, r = np.unique(v, return_inverse=True)
+            self.lo, self.span, self.u = 0, len(u), u
+            x = r.reshape(-1) + gi * len(u)
+        self.acc = np.maximum.accumulate(x)
+
+    def value(self, at: np.ndarray) -> np.ndarray:
+        x = self.acc[at] - self.gi[at] * self.span
+        return x + self.lo if self.u is None else self.u[x]

@@ -10,9 +10,9 @@ releases through dicts, bounded runs, all unchanged) with three differences:
   (``extreme_fold.GroupTable``), when they are read: a few hundred new auctions a push, where the aggregate
   above a plain join found the ids of every pair (two columns packed and looked up per bid);
 - the pairs the join emits carry that id and the aggregated columns alone, and go to ``ExtremeFold.offer``,
-  which keeps only the pairs that found their group or beat its extreme so far (a fifth of q4's);
+  which holds them until their instants are final;
 - what is forwarded is the aggregate's output: before the join forwards a heartbeat at ``f`` (every pair
-  below ``f`` is out by then), the kept pairs of the instants before ``f`` are folded and the changes emitted
+  below ``f`` is out by then), the held pairs of the instants before ``f`` are folded and the changes emitted
   (``_Folded`` sits between the join and ``Operator`` in the method order for that).
 """
 
@@ -71,10 +71,19 @@ class JoinExtremeOp(JoinOp, _Folded):
         return self.fold.nbytes() + self.fold.groups.nbytes()
 
     def on_batch(self, i: int, batch: Batch) -> None:
-        if i == self.group_side:
-            gid = self.fold.groups.ids([batch.cols[g] for g in self.group])
-            batch = Batch(batch.ts, batch.sign, [*batch.cols, gid])
-        super().on_batch(i, batch)
+        if i != self.group_side:
+            super().on_batch(i, batch)
+            return
+        sel = self.selects[i]
+        if sel is not None:          # a selection or projection run inside (``JoinOp.on_batch``): its columns first
+            counts = self._select_rows[i]
+            counts[0] += len(batch.ts)
+            batch = sel.picked(batch)
+            if batch is None:
+                return
+            counts[1] += len(batch.ts)
+        gid = self.fold.groups.ids([batch.cols[g] for g in self.group])
+        self.pending[i].append(Batch(batch.ts, batch.sign, [*batch.cols, gid]))
 
     def emit(self, batch: Batch) -> None:
         """The join's pairs (group id, then the aggregates' arguments), to the fold."""

@@ -76,14 +76,13 @@ def fold(op, batch: Batch) -> bool:
     moved = dcnt != 0                                   # (instant, key) cells whose count or a sum changed
     for d in dsum.values():
         moved |= d != 0
-    cells = np.flatnonzero(moved)
-    if not len(cells):
+    grid = moved.reshape(k, span)
+    rel = np.flatnonzero(grid.any(axis=0))              # the keys that changed
+    if not len(rel):
         return True
-    rel = np.flatnonzero(np.bincount(cells % span, minlength=span))    # the keys that changed
     g = op._int_gids(rel + lo)                          # their groups (new keys: new ids, as _gids gives)
     order = stable_argsort(g)
     rel, g = rel[order], g[order]
-    r = len(rel)
     sums = {}
     for a, d in dsum.items():
         base = op.sums[a][g]
@@ -96,8 +95,7 @@ def fold(op, batch: Batch) -> bool:
     op.count[g] = after[-1]
     for a, (sm, _) in sums.items():
         op.sums[a][g] = np.where(after[-1] > 0, sm[-1], 0)
-    at = np.flatnonzero(moved.reshape(k, span)[:, rel])  # the changed cells, in (instant, group id) order
-    ii, jj = at // r, at % r
+    ii, jj = np.nonzero(grid[:, rel])                   # the changed cells, in (instant, group id) order
     new_cnt = after[ii, jj]
     old_cnt = new_cnt - dcnt[ii, jj]
     new_vals, old_vals = [], []
@@ -106,11 +104,12 @@ def fold(op, batch: Batch) -> bool:
             nv, ov = new_cnt, old_cnt
         else:
             sm, d = sums[a]
-            ns = np.where(new_cnt > 0, sm[ii, jj], 0)
-            os_ = np.where(old_cnt > 0, sm[ii, jj] - d[ii, jj], 0)
-            if f == "AVG":
-                nv = np.where(new_cnt > 0, ns / np.maximum(new_cnt, 1), 0.0)
-                ov = np.where(old_cnt > 0, os_ / np.maximum(old_cnt, 1), 0.0)
+            s_new = sm[ii, jj]
+            ns = np.where(new_cnt > 0, s_new, 0)
+            os_ = np.where(old_cnt > 0, s_new - d[ii, jj], 0)
+            if f == "AVG":                         # (an empty group's sum is 0 here: 0 / 1 = 0.0)
+                nv = ns / np.maximum(new_cnt, 1)
+                ov = os_ / np.maximum(old_cnt, 1)
             else:
                 nv, ov = ns, os_
         new_vals.append(nv)

@@ -104,8 +104,10 @@ class VectorAggregateOp(FinalInstantsOperator):
         if self.sum_cols:                          # the moments the load shedder's error bound reads
             ins = batch.sign > 0
             for a in self.sum_cols:
-                x = batch.cols[a][ins].astype(np.float64, copy=False)
-                x = x[np.isfinite(x)]
+                c = batch.cols[a]
+                x = c[ins].astype(np.float64, copy=False)
+                if c.dtype.kind == "f":                # (an integer converts to a finite float)
+                    x = x[np.isfinite(x)]
                 if len(x):
                     m = self._moments.setdefault(a, [0.0, 0.0, 0.0])
                     m[0] = 0.9 * m[0] + len(x)

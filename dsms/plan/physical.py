@@ -195,6 +195,9 @@ class PhysicalPlanner:
         op.detail = named_label(join, label)
         op.seed_base = self.engine.config["seed"]
         op.fifo_windows = [None, None]
+        if left is not right:
+            for input_side, child in enumerate((join.left, join.right)):
+                self._fuse_select(op, input_side, child)
         return out, op
 
     def shareable_joins(self) -> list:
@@ -659,14 +662,15 @@ class PhysicalPlanner:
             self.engine.retire_queue(op.output)
 
     def _fuse_select(self, join: JoinOp, side: int, child) -> None:
-        """Fuse into ``join`` (its inputs never delete) the selection that input ``side`` reads through
-        ``[RANGE UNBOUNDED]`` windows (no operator), when the join alone reads its output
-        (``JoinOp.fuse_select``); a later query sharing the selection gets it back (``_unfuse``)."""
+        """Fuse into ``join`` (its inputs never delete) the selection, or the projection of plain column
+        copies, that input ``side`` reads through ``[RANGE UNBOUNDED]`` windows (no operator), when the join
+        alone reads its output (``JoinOp.fuse_select``); a later query sharing it gets it back (``_unfuse``)."""
         while isinstance(child, L.Window) and child.wkind == "UNBOUNDED":
             child = child.child
         built = self.memo.get(child)
         op = built.op if built is not None else None
-        if (isinstance(op, SelectOp) and op.fused is None and built.queue is op.output
+        copies = isinstance(op, ProjectOp) and all(isinstance(e, int) for e in op.exprs)
+        if ((isinstance(op, SelectOp) or copies) and op.fused is None and built.queue is op.output
                 and join.input_queues[side] is op.output and op.output._readers == [join.readers[side]]):
             join.fuse_select(side, op)
             self.engine.retire_queue(op.output)
@@ -701,7 +705,7 @@ class PhysicalPlanner:
         """Give an operator fused into a join back its output queue (a later query reads it): a projection
         fused below a window first, when the window is the one given back."""
         join = op.fused
-        if isinstance(op, SelectOp):
+        if op in join.selects:                 # a selection, or a projection run as one (``_fuse_select``)
             self.engine.restore_queue(op.output)
             join.unfuse_select(join.selects.index(op))
             return
