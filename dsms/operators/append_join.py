@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsms.batch import Batch
+from dsms.operators import append_dense
 from dsms.operators.append_small import small_release
 from synopses.append_index import AppendIndexSynopsis
 from synopses.key_slots import KeySlots
@@ -41,12 +42,15 @@ if TYPE_CHECKING:
     from dsms.operators.join import JoinOp
 
 
+SLOT_MARGIN = 1 << 12     # key slots kept below the first batch's smallest key (``KeySlots``)
+
+
 class AppendJoin:
     """The insert-only state and release of one ``JoinOp``: both inputs' indexes share one key-slot table. While
     releases are small the indexes hold their keys in dicts and releases go through ``append_small.py``."""
 
     def __init__(self) -> None:
-        self.slots = KeySlots()
+        self.slots = KeySlots(margin=SLOT_MARGIN)
         self.sides = (SmallAppendIndexSynopsis(self.slots), SmallAppendIndexSynopsis(self.slots))
         self.slots.rows = lambda: self.sides[0].n + self.sides[1].n
         self._memo: dict[int, tuple[Batch, np.ndarray]] = {}
@@ -130,7 +134,7 @@ class AppendJoin:
 
     def apply(self, op: JoinOp, parts: dict) -> None:
         """Add the released rows of each side (batches of inserts) and emit the pairs they make."""
-        if small_release(self, op, parts):
+        if append_dense.dense_release(self, op, parts) or small_release(self, op, parts):
             return
         L, R = self.sides
         lb, rb = parts.get(0), parts.get(1)
@@ -161,27 +165,33 @@ class AppendJoin:
         if pred is not None:
             found = [f.where(pred, L.width) for f in found]
             found = [f for f in found if len(f.ts)]
-        if not found:
-            return
-        found = [f.in_time_order() for f in found]
-        width, keep = L.width, op.keep
-        if len(found) == 1:
-            ts, cols = found[0].ts, found[0].columns(width, keep)
-        else:                                     # two sets in time order each: merged by one search
-            a, b = found
-            n = len(a.ts) + len(b.ts)
-            at_a = np.searchsorted(b.ts, a.ts, side="right") + np.arange(len(a.ts))
-            mask = np.ones(n, dtype=bool)
-            mask[at_a] = False
-            at_b = np.flatnonzero(mask)
-            ts = np.empty(n, dtype=np.int64)
-            ts[at_a], ts[at_b] = a.ts, b.ts
-            cols = []
-            for ca, cb in zip(a.columns(width, keep), b.columns(width, keep)):
-                c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
-                c[at_a], c[at_b] = ca, cb
-                cols.append(c)
-        op.emit(Batch(ts, np.ones(len(ts), dtype=np.int8), cols))
+        emit_pairs(op, found, L.width)
+
+
+def emit_pairs(op: JoinOp, found: list[_Pairs], width: int) -> None:
+    """Emit the pairs of one release (at most two sets, each found by one probe) in time order, in the columns
+    the join keeps; ``width``: the left input's columns."""
+    if not found:
+        return
+    found = [f.in_time_order() for f in found]
+    keep = op.keep
+    if len(found) == 1:
+        ts, cols = found[0].ts, found[0].columns(width, keep)
+    else:                                     # two sets in time order each: merged by one search
+        a, b = found
+        n = len(a.ts) + len(b.ts)
+        at_a = np.searchsorted(b.ts, a.ts, side="right") + np.arange(len(a.ts))
+        mask = np.ones(n, dtype=bool)
+        mask[at_a] = False
+        at_b = np.flatnonzero(mask)
+        ts = np.empty(n, dtype=np.int64)
+        ts[at_a], ts[at_b] = a.ts, b.ts
+        cols = []
+        for ca, cb in zip(a.columns(width, keep), b.columns(width, keep)):
+            c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
+            c[at_a], c[at_b] = ca, cb
+            cols.append(c)
+    op.emit(Batch(ts, np.ones(len(ts), dtype=np.int8), cols))
 
 
 class _Pairs:
