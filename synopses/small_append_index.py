@@ -87,7 +87,8 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
 
     def add_unique(self, cols: list[np.ndarray], slots: np.ndarray) -> None:
         """Add a batch to the array form whose key slots the caller knows to be distinct and not held yet
-        (each key's first row: its ``head``), with no rows counted but not placed or deferred."""
+        (each key's first row: its ``head``), the per-slot arrays covering them (``cover``), with no rows
+        counted but not placed or deferred (``dsms/operators/append_dense.py`` checks all of it)."""
         m = len(slots)
         if not m:
             return
