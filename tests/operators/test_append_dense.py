@@ -125,6 +125,17 @@ def test_the_unique_key_path_under_a_tiny_pair_budget_equals_reference(query, ac
     assert problem is None, f"{w!r}\n{problem}"
 
 
+@settings(max_examples=40, deadline=None)
+@given(query=st.sampled_from(QUERIES[:5]), acts=_actions(), steps=st.integers(1, 3))
+def test_the_unique_key_path_in_time_slices_equals_reference(query, acts, steps):
+    """Every run cut after a few scheduling steps, as a server's time slices do: the join's releases then hold
+    whatever its inputs had delivered by then."""
+    w = Workload(CATALOG + VIEWS, query, *acts)
+    with _limits():
+        problem = diff(run_reference(w), run_engine(w, policy="round_robin", slice_steps=steps))
+    assert problem is None, f"{w!r}\n{problem}"
+
+
 def _count_path(monkeypatch) -> dict:
     """Wrap the path to count the releases it took and refused."""
     seen = {True: 0, False: 0}
