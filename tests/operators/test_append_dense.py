@@ -153,12 +153,12 @@ def _join(eng) -> JoinOp:
     return next(op for op in eng.ops if isinstance(op, JoinOp))
 
 
-def _q3_pushes(n_pushes: int, per_push: int, seed: int, early: float = 0.0) -> list:
-    """q3-shaped pushes: each a Person push of new ascending ids and an Auction push by recent sellers (a
-    fraction ``early`` by sellers whose person arrives in a later push)."""
+def _q3_pushes(sizes: list[int], seed: int, early: float = 0.0) -> list:
+    """q3-shaped pushes of ``sizes`` events each: a Person push of new ascending ids and an Auction push by
+    recent sellers (a fraction ``early`` by sellers whose person arrives in a later push)."""
     rng = np.random.default_rng(seed)
     acts, pid, aid, t = [], 0, 0, 0
-    for _ in range(n_pushes):
+    for per_push in sizes:
         people, pts, auctions, ats = [], [], [], []
         for _ in range(per_push):
             t += int(rng.integers(0, 2))
@@ -193,17 +193,27 @@ def test_q3_shaped_releases_take_the_path_and_place_rows_only_when_a_new_key_was
         places.append(sum(len(s) for s in self.counted))
         orig_place(self)
     monkeypatch.setattr(SmallAppendIndexSynopsis, "_place", place)
-    eng = check_query(CATALOG, QUERIES[0], _q3_pushes(12, 30, seed=3, early=0.1), until=100_000)
+    eng = check_query(CATALOG, QUERIES[0], _q3_pushes([30] * 12, seed=3, early=0.1), until=100_000)
     assert seen[True] >= 12 and not seen[False]
     assert places and sum(places) < sum(len(s) for s in _join(eng).sides)   # some rows placed, not all at once
     people = _join(eng).sides[1]
     assert people.most == 1 and not people.counted
 
 
+def test_a_large_release_after_small_ones_moves_the_dicts_to_the_arrays(monkeypatch):
+    """Small releases in the dict form, then one of at least ``DENSE_ROWS`` (lowered to 8) rows: both inputs
+    move into the arrays with the rows they hold, the path applies from then on, small releases included, and
+    pairs with rows held in the dict form are found."""
+    monkeypatch.setattr(append_dense, "DENSE_ROWS", 8)
+    seen = _count_path(monkeypatch)
+    eng = check_query(CATALOG, QUERIES[2], _q3_pushes([3] * 8 + [40] + [3] * 8, seed=8), until=100_000)
+    assert seen[True] >= 2 and all(s.keys is None for s in _join(eng).sides)
+
+
 def test_small_releases_stay_in_the_dict_form(monkeypatch):
     """Below ``DENSE_ROWS`` released rows, while both inputs are dicts, the path is not taken."""
     seen = _count_path(monkeypatch)
-    eng = check_query(CATALOG, QUERIES[0], _q3_pushes(10, 12, seed=4), until=100_000)
+    eng = check_query(CATALOG, QUERIES[0], _q3_pushes([12] * 10, seed=4), until=100_000)
     assert not seen[True] and seen[False]
     assert all(s.keys is not None for s in _join(eng).sides)
 
@@ -211,7 +221,7 @@ def test_small_releases_stay_in_the_dict_form(monkeypatch):
 @pytest.mark.parametrize("query", QUERIES[5:7])
 def test_a_predicate_on_the_pairs_never_takes_the_path(dense_always, monkeypatch, query):
     seen = _count_path(monkeypatch)
-    check_query(CATALOG, query, _q3_pushes(6, 20, seed=5), until=100_000)
+    check_query(CATALOG, query, _q3_pushes([20] * 6, seed=5), until=100_000)
     assert not seen[True] and seen[False]
 
 
@@ -220,11 +230,11 @@ def test_a_unique_key_seen_again_leaves_the_path_to_the_general_one(dense_always
     people no longer count as held once per key (the later pushes bring the same ids again), so later releases do too (the auctions, counted, cannot take
     their place); the answers stay the reference's."""
     seen = _count_path(monkeypatch)
-    acts = _q3_pushes(4, 20, seed=6)
+    acts = _q3_pushes([20] * 4, seed=6)
     last = max(a[3][-1] for a in acts if a[0] == "push")
     acts += [("push", "P", [{"id": 3, "name": "again", "st": "OR"}], [last + 1]), ("run",)]
     acts += [(a[0], a[1], a[2], [t + last + 2 for t in a[3]]) if a[0] == "push" else
-             (("heartbeat", a[1] + last + 2) if a[0] == "heartbeat" else a) for a in _q3_pushes(4, 20, seed=7)]
+             (("heartbeat", a[1] + last + 2) if a[0] == "heartbeat" else a) for a in _q3_pushes([20] * 4, seed=7)]
     eng = check_query(CATALOG, QUERIES[1], acts, until=100_000)
     assert seen[True] >= 4 and seen[False] >= 1
     assert _join(eng).sides[0].most >= 2
