@@ -87,8 +87,8 @@ def dense_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
         if u0 and u_ix.count[su].any():
             return False                              # a key U holds already: the general path
         if m_ix.n and m_ix.count[su].any():           # ΔU ⋈ M_old: M's rows placed, then found by key
-            p, rows = m_ix.find(su)
-            found.append(_aj._Pairs(ub.ts[p], ub.cols, p, m_ix, rows, side == 0))
+            p, rows = m_ix.find(su)               # (by key, not in time order)
+            found.append(_aj._Pairs(ub.ts[p], ub.cols, p, m_ix, rows, side == 0).in_time_order())
         u_ix.add_unique(ub.cols, su)
     if sm is not None:
         if u_ix.n:                                    # ΔM ⋈ U_new: a key's one row is its head

@@ -89,19 +89,32 @@ def _actions(draw, max_pushes: int = 12):
 @pytest.fixture
 def dense_always(monkeypatch):
     monkeypatch.setattr(append_dense, "DENSE_ROWS", 0)
+    monkeypatch.setattr(JoinOp, "emit", _ordered_emit(JoinOp.emit))
+
+
+def _ordered_emit(emit):
+    """``JoinOp.emit`` that first checks the batch is in time order (a queue's batches must be; the comparison
+    with the reference groups rows by instant, so it would not see a batch out of order)."""
+    def checked(self, batch):
+        ts = batch.ts
+        assert (ts[1:] >= ts[:-1]).all(), f"{self.detail}: a batch out of time order: {ts.tolist()}"
+        emit(self, batch)
+    return checked
 
 
 @contextmanager
 def _limits(dense_rows: int = 0, budget: int | None = None):
-    """``DENSE_ROWS`` (and the join's ``PAIR_BUDGET``) set for one example, restored after it."""
-    saved = append_dense.DENSE_ROWS, join_mod.PAIR_BUDGET
+    """``DENSE_ROWS`` (and the join's ``PAIR_BUDGET``) set for one example, and every batch the join emits
+    checked to be in time order; restored after it."""
+    saved = append_dense.DENSE_ROWS, join_mod.PAIR_BUDGET, JoinOp.emit
     append_dense.DENSE_ROWS = dense_rows
+    JoinOp.emit = _ordered_emit(saved[2])
     if budget is not None:
         join_mod.PAIR_BUDGET = budget
     try:
         yield
     finally:
-        append_dense.DENSE_ROWS, join_mod.PAIR_BUDGET = saved
+        append_dense.DENSE_ROWS, join_mod.PAIR_BUDGET, JoinOp.emit = saved
 
 
 @pytest.mark.parametrize("policy", [None, "round_robin", "greedy"])
@@ -185,6 +198,7 @@ def test_q3_shaped_releases_take_the_path_and_place_rows_only_when_a_new_key_was
     every release takes the path; sellers named before their person arrives make some releases place the
     counted rows (``flush``), and the answers stay the reference's."""
     monkeypatch.setattr(append_dense, "DENSE_ROWS", 8)
+    monkeypatch.setattr(JoinOp, "emit", _ordered_emit(JoinOp.emit))
     seen = _count_path(monkeypatch)
     places = []
     orig_place = SmallAppendIndexSynopsis._place
@@ -238,6 +252,20 @@ def test_a_unique_key_seen_again_leaves_the_path_to_the_general_one(dense_always
     eng = check_query(CATALOG, QUERIES[1], acts, until=100_000)
     assert seen[True] >= 4 and seen[False] >= 1
     assert _join(eng).sides[0].most >= 2
+
+
+def test_new_keys_finding_counted_rows_emit_their_pairs_in_time_order(dense_always):
+    """Auctions by sellers not arrived yet (5 twice, 6 once) are counted; the release that brings persons 5
+    and 6 places them and finds three pairs by key (5's head, 6's head, then 5's second row): put in time
+    order before they are emitted (``_ordered_emit`` checks)."""
+    acts = [("push", "A", [{"id": 1, "seller": 5, "cat": 10}, {"id": 2, "seller": 5, "cat": 10},
+                           {"id": 3, "seller": 6, "cat": 10}], [1, 2, 3]),
+            ("heartbeat", 5), ("run",),
+            ("push", "P", [{"id": 5, "name": "a", "st": "OR"}, {"id": 6, "name": "b", "st": "CA"}], [10, 11]),
+            ("heartbeat", 12), ("run",)]
+    eng = check_query(CATALOG, QUERIES[2], acts, until=100)
+    auctions = _join(eng).sides[0]
+    assert not auctions.counted and auctions.most == 2
 
 
 def test_rows_counted_but_not_placed_are_found_and_counted_exactly():
