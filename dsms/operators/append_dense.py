@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsms.batch import Batch
-from dsms.operators import append_join as _aj  # (a module: append_join imports this one)
+from dsms.operators.append_pairs import Pairs, emit_pairs
 
 DENSE_ROWS = 64     # released rows from which this path beats the dict form's (``append_small.py``)
 
@@ -88,7 +88,7 @@ def dense_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
             return False                              # a key U holds already: the general path
         if m_ix.n and m_ix.count[su].any():           # ΔU ⋈ M_old: M's rows placed, then found by key
             p, rows = m_ix.find(su)               # (by key, not in time order)
-            found.append(_aj._Pairs(ub.ts[p], ub.cols, p, m_ix, rows, side == 0).in_time_order())
+            found.append(Pairs(ub.ts[p], ub.cols, p, m_ix, rows, side == 0).in_time_order())
         u_ix.add_unique(ub.cols, su)
     if sm is not None:
         if u_ix.n:                                    # ΔM ⋈ U_new: a key's one row is its head
@@ -97,16 +97,16 @@ def dense_release(aj: AppendJoin, op: JoinOp, parts: dict) -> bool:
                 rows = u_ix.head[sm[hit]]
                 ts = mb.ts[hit]
                 if su is not None and _later(ts, rows, u0, ub):
-                    found.append(_aj._Pairs(ts, mb.cols, hit, u_ix, rows, side == 1).in_time_order())
+                    found.append(Pairs(ts, mb.cols, hit, u_ix, rows, side == 1).in_time_order())
                 else:                                 # in the batch's order: in time order already
-                    found.append(_aj._Pairs(ts, mb.cols, hit, u_ix, rows, side == 1))
+                    found.append(Pairs(ts, mb.cols, hit, u_ix, rows, side == 1))
         m_ix.add_counted(mb.cols, sm)
     aj._memo.clear()
     aj._found.clear()
     if len(found) == 1:
         _emit(op, found[0], aj.sides[0].width)
     elif found:
-        _aj.emit_pairs(op, found, aj.sides[0].width)
+        emit_pairs(op, found, aj.sides[0].width)
     return True
 
 
