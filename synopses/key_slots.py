@@ -28,25 +28,36 @@ class KeySlots:
     ([5, 0, 7], 8)
     >>> ks.of(np.array([99, 105])).tolist(), ks.hashed is not None    # below the base: numbered from now on
     ([8, 5], True)
+    >>> ks = KeySlots(margin=4)         # the base 4 below the first batch's smallest code
+    >>> ks.of(np.array([105, 100])).tolist(), ks.of(np.array([97])).tolist(), ks.hashed is None
+    ([9, 4], [1], True)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, margin: int = 0) -> None:
+        """``margin``: how far below the first batch's smallest code the direct form's base is set, so that
+        codes a little below it (a join's first batch from one input, its other input's keys a few ids
+        lower: NEXMark q3's first people picked by state, the sellers of its auctions) stay direct."""
+        self.margin = margin
         self.base: int | None = None        # direct form: slot = code - base
         self.n = 0                          # slots handed out so far (per-slot arrays need this many)
         self.hashed: IntGroupIds | None = None
         self.rows: Callable[[], int] = lambda: 0       # rows the indexes hold (set by their owner)
 
-    def of(self, codes: np.ndarray) -> np.ndarray:
-        """The slot of every code (codes not seen before get slots)."""
+    def of(self, codes: np.ndarray, ascending: bool = False) -> np.ndarray:
+        """The slot of every code (codes not seen before get slots). ``ascending``: the caller knows the codes
+        are in ascending order (their ends are then their bounds)."""
         if self.hashed is not None:
             out = self.hashed.ids(codes)
             self.n = self.hashed.n
             return out
         if not len(codes):
             return np.empty(0, dtype=np.int64)
-        lo, hi = int(codes.min()), int(codes.max())
+        if ascending:
+            lo, hi = int(codes[0]), int(codes[-1])
+        else:
+            lo, hi = int(codes.min()), int(codes.max())
         if self.base is None:
-            self.base = lo
+            self.base = lo - self.margin
         base = self.base
         if lo >= base and hi - base < max(DIRECT_SPAN, 4 * self.rows()):
             if hi - base >= self.n:

@@ -13,6 +13,14 @@ The dict form lasts while the join's releases are small and its rows few (the li
 that needs the array form (``find``, ``counts``, ``cover``, ``append``, ``defer``: the join's general release,
 its exact pair count against a low budget, a band's lazy input) moves the keys into the arrays (``to_arrays``,
 one append of every row held) for good. Either form answers the same.
+
+In the array form, rows may also be **counted but not placed** (``add_counted``, for ``dsms/operators/
+append_dense.py``): their keys' counts (``count``, ``most``) are up to date, so a probe learns from one gather
+whether any held row has its key, but their row numbers are not in ``head`` or the pool yet. NEXMark q3's
+auctions are only ever probed by new people, whose ids no auction names yet: placing the auctions by seller (a
+sort and block moves per release) bought nothing. The first caller that needs the rows themselves (``find``,
+``append``, ``defer``, and every other entry point through ``flush``) places every counted row at once, in
+arrival order (``_place``), the same ``_index`` a plain ``append`` would have run.
 """
 
 from __future__ import annotations
@@ -41,6 +49,10 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
         super().__init__(slots)
         self.keys: dict[int, int | list[int]] | None = {}
         self.listed = 0              # keys held more than once (their rows in a list)
+        # array form: rows counted (``count``, ``most``) but not placed in ``head`` or the pool yet, the slots
+        # of each batch, from row ``counted_from`` on (``add_counted``)
+        self.counted: list[np.ndarray] = []
+        self.counted_from = 0
 
     def nbytes(self) -> int:
         """The arrays and columns, plus the dict's table, its int objects (a key code and a row number per
@@ -49,7 +61,59 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
         d = self.keys
         if d is not None:
             total += sys.getsizeof(d) + 32 * (len(d) + self.n) + 64 * self.listed + 8 * (self.n - len(d))
-        return total
+        return total + sum(s.nbytes for s in self.counted)
+
+    def add_counted(self, cols: list[np.ndarray], slots: np.ndarray) -> None:
+        """Add a batch (its columns, its rows' key slots) to the array form, its keys counted (``count``,
+        ``most``) but its rows not placed under them: a later ``flush`` places them. Only in the array form,
+        and with no rows deferred (a band's, ``defer``)."""
+        m = len(slots)
+        if not m:
+            return
+        if self.keys is not None or self.pending:
+            raise AssertionError("rows counted but not placed need the array form and no rows deferred")
+        if self.slots.n > len(self.count):
+            self.cover(self.slots.n)
+        if not self.counted:
+            self.counted_from = self.n
+        self.counted.append(slots)
+        count = self.count
+        np.add.at(count, slots, 1)
+        top = int(count[slots].max())
+        if top > self.most:
+            self.most = top
+        self.cols.append(cols, m)
+        self.n += m
+
+    def add_unique(self, cols: list[np.ndarray], slots: np.ndarray) -> None:
+        """Add a batch to the array form whose key slots the caller knows to be distinct and not held yet
+        (each key's first row: its ``head``), the per-slot arrays covering them (``cover``), with no rows
+        counted but not placed or deferred (``dsms/operators/append_dense.py`` checks all of it)."""
+        m = len(slots)
+        if not m:
+            return
+        r0 = self.n
+        self.count[slots] = 1
+        self.head[slots] = np.arange(r0, r0 + m)
+        self.keys_held += m
+        if not self.most:
+            self.most = 1
+        self.cols.append(cols, m)
+        self.n = r0 + m
+
+    def flush(self) -> None:
+        """Place the rows counted but not placed (``add_counted``), then index the rows deferred (a band's)."""
+        if self.counted:
+            self._place()
+        super().flush()
+
+    def _place(self) -> None:
+        """Place every row counted but not placed under its key (their counts are taken out first, and
+        ``_index`` adds them back while it places them)."""
+        slots = self.counted[0] if len(self.counted) == 1 else np.concatenate(self.counted)
+        self.counted = []
+        np.subtract.at(self.count, slots, 1)
+        self._index(slots, self.counted_from)
 
     def add_small(self, cols: list[np.ndarray], codes: list[int]) -> None:
         """Add a release's rows (their columns, their key codes as Python ints) to the dict form. Keys all new
@@ -140,6 +204,8 @@ class SmallAppendIndexSynopsis(AppendIndexSynopsis):
         the dict when a release's exact pair count (``AppendJoin.fits``) moved only the input it counted."""
         if self.keys is not None:
             self.to_arrays()
+        if self.counted:
+            self._place()
         super().defer(cols, slots, band)
 
     def cover(self, slots: int) -> None:

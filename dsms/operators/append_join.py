@@ -30,15 +30,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsms.batch import Batch
+from dsms.operators import append_dense
+from dsms.operators.append_pairs import Pairs, emit_pairs
 from dsms.operators.append_small import small_release
-from synopses.append_index import AppendIndexSynopsis
 from synopses.key_slots import KeySlots
 from synopses.small_append_index import SmallAppendIndexSynopsis
-from synopses.sort_order import search_both, stable_argsort
+from synopses.sort_order import search_both
 
 if TYPE_CHECKING:
-    from dsms.expr.compile import CompiledExpr
     from dsms.operators.join import JoinOp
+
+
+SLOT_MARGIN = 1 << 12     # key slots kept below the first batch's smallest key (``KeySlots``)
 
 
 class AppendJoin:
@@ -46,7 +49,7 @@ class AppendJoin:
     releases are small the indexes hold their keys in dicts and releases go through ``append_small.py``."""
 
     def __init__(self) -> None:
-        self.slots = KeySlots()
+        self.slots = KeySlots(margin=SLOT_MARGIN)
         self.sides = (SmallAppendIndexSynopsis(self.slots), SmallAppendIndexSynopsis(self.slots))
         self.slots.rows = lambda: self.sides[0].n + self.sides[1].n
         self._memo: dict[int, tuple[Batch, np.ndarray]] = {}
@@ -130,18 +133,18 @@ class AppendJoin:
 
     def apply(self, op: JoinOp, parts: dict) -> None:
         """Add the released rows of each side (batches of inserts) and emit the pairs they make."""
-        if small_release(self, op, parts):
+        if append_dense.dense_release(self, op, parts) or small_release(self, op, parts):
             return
         L, R = self.sides
         lb, rb = parts.get(0), parts.get(1)
-        found: list[_Pairs] = []
+        found: list[Pairs] = []
         n_old = L.n
         if lb is not None and len(lb):
             sl = self._slots_of(op, 0, lb)
             if R.n:
                 p, rr = self._probe(op, 1, lb, sl)
                 if len(p):
-                    found.append(_Pairs(lb.ts[p], lb.cols, p, R, rr, True))
+                    found.append(Pairs(lb.ts[p], lb.cols, p, R, rr, True))
             self._add(0, lb, sl)
         if rb is not None and len(rb):
             sr = self._slots_of(op, 1, rb)
@@ -153,7 +156,7 @@ class AppendJoin:
                         new = np.flatnonzero(lr >= n_old)     # pairs of two new rows: at the later instant
                         if len(new):
                             ts[new] = np.maximum(ts[new], lb.ts[lr[new] - n_old])
-                    found.append(_Pairs(ts, rb.cols, q, L, lr, False))
+                    found.append(Pairs(ts, rb.cols, q, L, lr, False))
             self._add(1, rb, sr)
         self._memo.clear()
         self._found.clear()
@@ -161,76 +164,7 @@ class AppendJoin:
         if pred is not None:
             found = [f.where(pred, L.width) for f in found]
             found = [f for f in found if len(f.ts)]
-        if not found:
-            return
-        found = [f.in_time_order() for f in found]
-        width, keep = L.width, op.keep
-        if len(found) == 1:
-            ts, cols = found[0].ts, found[0].columns(width, keep)
-        else:                                     # two sets in time order each: merged by one search
-            a, b = found
-            n = len(a.ts) + len(b.ts)
-            at_a = np.searchsorted(b.ts, a.ts, side="right") + np.arange(len(a.ts))
-            mask = np.ones(n, dtype=bool)
-            mask[at_a] = False
-            at_b = np.flatnonzero(mask)
-            ts = np.empty(n, dtype=np.int64)
-            ts[at_a], ts[at_b] = a.ts, b.ts
-            cols = []
-            for ca, cb in zip(a.columns(width, keep), b.columns(width, keep)):
-                c = np.empty(n, dtype=np.result_type(ca.dtype, cb.dtype))
-                c[at_a], c[at_b] = ca, cb
-                cols.append(c)
-        op.emit(Batch(ts, np.ones(len(ts), dtype=np.int8), cols))
-
-
-class _Pairs:
-    """Pairs of released rows (``mine``: the batch's columns, ``at``: positions in it) with held or just added
-    rows of the other input (``index``, ``rows``), entering at ``ts``; ``left``: the released rows are the left
-    input's. Columns are gathered per pair set: the released rows' from their batch, the others' from the
-    index."""
-
-    __slots__ = ("ts", "mine", "at", "index", "rows", "left")
-
-    def __init__(self, ts: np.ndarray, mine: list[np.ndarray], at: np.ndarray, index: AppendIndexSynopsis,
-                 rows: np.ndarray, left: bool) -> None:
-        self.ts, self.mine, self.at, self.index, self.rows, self.left = ts, mine, at, index, rows, left
-
-    def columns(self, width_l: int, which: list[int] | None = None) -> list[np.ndarray]:
-        """The joined rows' columns (left, then right; those numbered in ``which`` when given, in that order)."""
-        k = len(self.mine)
-        if which is None:
-            mine = [c[self.at] for c in self.mine]
-            theirs = self.index.gather(self.rows)
-            return mine + theirs if self.left else theirs + mine
-        off = 0 if self.left else width_l                  # where the released rows' columns start
-        out: list = [None] * len(which)
-        held = [(i, j - (width_l if self.left else 0)) for i, j in enumerate(which) if not off <= j < off + k]
-        for i, j in enumerate(which):
-            if off <= j < off + k:
-                out[i] = self.mine[j - off][self.at]
-        if held:
-            for (i, _), c in zip(held, self.index.columns([j for _, j in held], self.rows)):
-                out[i] = c
-        return out
-
-    def in_time_order(self) -> _Pairs:
-        """These pairs ordered by instant (stable), or themselves when they are."""
-        ts = self.ts
-        if (ts[1:] >= ts[:-1]).all():
-            return self
-        o = stable_argsort(ts)
-        return _Pairs(ts[o], self.mine, self.at[o], self.index, self.rows[o], self.left)
-
-    def where(self, pred: CompiledExpr, width_l: int) -> _Pairs:
-        """The pairs for which ``pred`` holds, evaluated over the columns it reads alone."""
-        n = len(self.ts)
-        keys = sorted(pred.columns)
-        cols = self.columns(width_l, [int(key[1:]) for key in keys])
-        keep = np.flatnonzero(pred(dict(zip(keys, cols)), n))
-        if len(keep) == n:
-            return self
-        return _Pairs(self.ts[keep], self.mine, self.at[keep], self.index, self.rows[keep], self.left)
+        emit_pairs(op, found, L.width)
 
 
 def _shared(a: np.ndarray, b: np.ndarray, slots: int) -> int:
