@@ -341,7 +341,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if self.keep_stats:
                 self._account(0, self.output.tuples_in - out_before, perf_counter_ns() - t0)
             return 0
+        if self.epochs is not None and (done := self.epochs.run(self, budget)) is not None:
+            return done                   # a run of two tumbling windows' join (``TumblingEpochs.run``)
         done = super().run(budget)
+        self.fused_stats()
+        return done
+
+    def fused_stats(self) -> None:
+        """At the end of a run: the statistics of the operators fused into the join, for what they did in it."""
         for side, sel in enumerate(self.selects):
             if sel is not None:
                 sel.frontiers[0] = self.frontiers[side]     # its input's, which the join read for it
@@ -359,7 +366,6 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 if self.keep_stats:
                     w._account(w.fused_rows_in, w.fused_rows_out, w.fused_ns)
                 w.fused_items = w.fused_rows_in = w.fused_rows_out = w.fused_ns = 0
-        return done
 
     def on_batch(self, i: int, batch: Batch) -> None:
         w = self.windows[i]
