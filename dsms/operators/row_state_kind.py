@@ -127,6 +127,7 @@ class RowStateKind:
             self.table = DrainingCounts(self.new_exact(), self.table) if self.table.total else self.new_exact()
         else:
             old = self.table
+            old.settle()                               # rows held uncoded go into the table read here
             live = np.flatnonzero((old.counts[:, :old.rowids.n] != 0).any(axis=0))
             rows = self._filter_rows(len(live))
             p = self.row_state.fp_rate
@@ -191,6 +192,7 @@ class DrainingCounts:
 
     def changes(self, cols: list[np.ndarray], deltas: list[np.ndarray], f) -> np.ndarray:
         n = len(deltas[0])
+        self.exact.settle()                            # its counts are read here, not only through ``changes``
         h1, h2, (uid, first) = batch_rows(cols, n)
         ids = self.exact.rowids.ids(cols)
         self.exact._reserve(self.exact.rowids.n)
