@@ -42,6 +42,7 @@ class RowCounts:
         # one side only: distinct rows held with count 1 each, not coded (``_turnover``), while the coded
         # table holds none with a nonzero count; ``settle`` codes them
         self.uncoded: list[np.ndarray] | None = None
+        self.turned = False               # the last ``changes`` was answered by ``_turnover`` (each d its delta)
         self._recent: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}   # ``_ids``
         self._pos = np.arange(64, dtype=np.int64)              # 0, 1, 2, ... (``_all_distinct``)
         self._scratch = np.empty(64, dtype=np.int64)           # a slot per id (``_all_distinct``)
@@ -57,6 +58,7 @@ class RowCounts:
         multiplicity."""
         if len(deltas) == 1:
             d = self._turnover(cols, deltas[0], f)
+            self.turned = d is not None
             if d is not None:
                 return d
         self.settle()
@@ -249,8 +251,16 @@ def group_order(ids: np.ndarray, n: int) -> np.ndarray:
     return o[np.argsort((ids[o] >> 16).astype(np.uint16), kind="stable")]
 
 
-def emit_changes(op: Operator, batch: Batch, d: np.ndarray) -> None:
-    """Emit the rows of ``batch`` whose output multiplicity changed, |d| times each with d's sign, in order."""
+def emit_changes(op: Operator, batch: Batch, d: np.ndarray, whole: bool = False) -> None:
+    """Emit the rows of ``batch`` whose output multiplicity changed, |d| times each with d's sign, in order;
+    ``whole``: every row changed once with its own sign (d is the batch's signs), so the batch is the output."""
+    if whole:
+        cols = [c.astype(dt, copy=False) for c, dt in zip(batch.cols, op.dtypes)]
+        emitted = Batch(batch.ts, batch.sign, cols)
+        if batch.col_bytes is not None and all(a is b for a, b in zip(cols, batch.cols)):
+            emitted.col_bytes = list(batch.col_bytes)
+        op.emit(emitted)
+        return
     idx = np.flatnonzero(d)
     if not len(idx):
         return
@@ -292,4 +302,7 @@ class DistinctOp(RowStateKind, Operator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if len(batch):
-            emit_changes(self, batch, self.counted_changes(batch, [batch.sign.astype(np.int64)], _positive))
+            one_call = self.pending_kind is None and type(self.table) is RowCounts    # one ``changes`` call
+            d = self.counted_changes(batch, [batch.sign.astype(np.int64)], _positive)
+            # a turnover (``RowCounts._turnover``): each row's count went 0 -> 1 or 1 -> 0 by its own delta
+            emit_changes(self, batch, d, whole=one_call and self.table.turned)
