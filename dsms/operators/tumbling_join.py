@@ -95,7 +95,8 @@ class TumblingEpochs:
 
     def run(self, join, budget: int) -> int | None:
         """A run of the join on this path (``JoinOp.run``): ``Operator.run``'s reading of the two inputs (the same
-        items, in the same order, within the same limits), each batch held (``hold``) and each heartbeat passed
+        items, in the same order, within the same limits), each batch held (``hold``, inlined: its memory check
+        is ``fits``'s) and each heartbeat passed
         to the windows, then ``on_frontier`` only when something may be due: a held row's window end is final
         (``is_due``), or a window has anything to release at its frontier (its previous period's deletes, when
         a period brought no row). Otherwise ``on_frontier`` would only find that out through its per-run checks,
@@ -110,6 +111,7 @@ class TumblingEpochs:
         output = join.output
         out_before = output.tuples_in
         readers, frontiers = join.readers, join.frontiers
+        windows, projects = join.windows, join.projects
         done = rows_in = 0
         while done < budget and rows_in < ROWS_PER_RUN:          # ``Operator.run``'s round robin over two inputs
             progressed = False
@@ -130,7 +132,25 @@ class TumblingEpochs:
                     if last > frontiers[i]:
                         frontiers[i] = last
                     join.last_ts = last
-                    self.hold(join, i, item)          # True: ``fits`` says no window has a memory budget
+                    # ``hold``, inlined (no memory budget: ``fits``)
+                    w, p, raw = windows[i], projects[i], self.raw[i]
+                    if not raw:
+                        s = w.slide
+                        end = -(-ts.item(0) // s) * s
+                        if self.due is None or end < self.due:
+                            self.due = end
+                    if p is None:
+                        raw.append((ts, item.sign, item.cols))
+                    else:
+                        cols = item.cols
+                        raw.append((ts, item.sign, [cols[e] for e in p.exprs]))
+                        if last > p.frontiers[0]:
+                            p.frontiers[0] = last
+                        p.last_ts = last
+                    if last > w.frontiers[0]:
+                        w.frontiers[0] = last
+                    w.last_ts = last
+                    w.fused_items += 1
                 elif item.ts > frontiers[i]:
                     frontiers[i] = item.ts
                     join.on_heartbeat(i)
@@ -139,10 +159,12 @@ class TumblingEpochs:
         if not done:
             return 0
         f = frontiers[0] if frontiers[0] < frontiers[1] else frontiers[1]
-        w0, w1 = join.windows
-        if (self.is_due(join) or w0.out_dels or w0.out_ins or w1.out_dels or w1.out_ins
-                or not w0._nothing_due(w0.frontier()) or not w1._nothing_due(w1.frontier())):
-            join.on_frontier(f)
+        w0, w1 = windows
+        f0, f1 = w0.frontiers[0], w1.frontiers[0]       # each window's frontier (one input)
+        due = self.due
+        if ((due is not None and (due <= f0 or due <= f1)) or w0.out_dels or w0.out_ins or w1.out_dels
+                or w1.out_ins or not _nothing_due(w0, f0) or not _nothing_due(w1, f1)):
+            join.on_frontier(f)                 # a held row's end is final (``is_due``), or a window releases
         else:                                       # what ``on_frontier`` would do: nothing is released
             join.applied_until = f
         join.forward_heartbeat(f)
@@ -358,6 +380,12 @@ class TumblingEpochs:
 
 
 assert RangeWindowOp.range.slot == "_knob_range" and WindowSynopsis.memory.slot == "_knob_memory"
+
+
+def _nothing_due(w: RangeWindowOp, f: int) -> bool:
+    """``RangeWindowOp._nothing_due`` of a window with no memory budget (``TumblingEpochs.fits``)."""
+    dels, ins = w.pending_del, w.pending_ins
+    return (not dels or dels[0].ts[0] > f) and (not ins or ins[0].ts[0] > f)
 
 
 def _distinct_sorted(ts: np.ndarray) -> list[int]:
