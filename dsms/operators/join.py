@@ -440,7 +440,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if not TumblingEpochs.fits(self):
                 self._leave_epochs()      # a knob changed a window, or the kind: the general path from here
             elif self.epochs.is_due(self):
-                self.epochs.flush(self)   # a window end the input held back enters at is final: feed it now
+                self.epochs.flush(self, due_only=True)    # a window end held rows enter at is final: feed them
         if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
             self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}

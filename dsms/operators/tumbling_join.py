@@ -187,19 +187,32 @@ class TumblingEpochs:
         w0, w1 = join.windows
         return self.due <= max(w0.frontier(), w1.frontier())
 
-    def flush(self, join) -> None:
+    def flush(self, join, due_only: bool = False) -> None:
         """Hand each fused window the batches held for it, as one batch, and let it release what its frontier
         makes final of them, as it would have in the runs that read them: whoever calls this (a window end due,
         ``leave`` as the general path takes over or a window is given back, ``JoinOp.unfuse_project``) then
         finds the window as if nothing had been held. A memory budget set on a window since they were read
         does not apply to them: they reach it as they would have when read, with no eviction (the next batch
-        read evicts, as it would have)."""
+        read evicts, as it would have).
+
+        With ``due_only`` (a window end is due: ``is_due``) only the rows that enter at an end their window's
+        frontier has reached go (timestamps up to the last multiple of the slide at or before it); the rest (the
+        part of a push past the end) stay held for the next end, ``due`` set to theirs. Before that end they
+        could not be released anyway (a row enters at the first end at or after its timestamp), and the
+        window's frontier and the join's heartbeat do not depend on them (``hold`` set the frontiers as they
+        were read; ``JoinOp._output_frontier`` stops at the window's next end). So a period's rows reach the
+        window as one batch of one end, and the window neither computes an end per row nor cuts its release."""
         self.due = None
         for side in (0, 1):
             raw = self.raw[side]
             if not raw:
                 continue
-            self.raw[side] = []
+            if due_only:
+                raw = self._due_part(join, side)
+                if not raw:
+                    continue
+            else:
+                self.raw[side] = []
             if len(raw) == 1:
                 batch = Batch(*raw[0])
             else:
@@ -218,6 +231,30 @@ class TumblingEpochs:
                 w.on_frontier(w.frontier())
             finally:
                 store.memory = budget
+
+    def _due_part(self, join, side: int) -> list:
+        """Take out of the batches held on ``side`` the rows up to the last window end at or before the side's
+        window's frontier, cutting the batch that straddles it; what stays sets ``due`` (``flush``)."""
+        raw = self.raw[side]
+        w = join.windows[side]
+        s = w.slide
+        end = w.frontiers[0] // s * s
+        k = len(raw)
+        while k and raw[k - 1][0].item(0) > end:      # whole batches past the end stay
+            k -= 1
+        stay = raw[k:]
+        go = raw[:k]
+        if k and go[-1][0].item(-1) > end:            # the last batch to go straddles the end: cut it
+            ts, sign, cols = go[-1]
+            c = int(ts.searchsorted(end, side="right"))
+            go[-1] = (ts[:c], sign[:c], [x[:c] for x in cols])
+            stay.insert(0, (ts[c:], sign[c:], [x[c:] for x in cols]))
+        self.raw[side] = stay
+        if stay:
+            first = -(-stay[0][0].item(0) // s) * s
+            if self.due is None or first < self.due:
+                self.due = first
+        return go
 
     @staticmethod
     def fits(join) -> bool:
