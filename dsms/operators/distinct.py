@@ -39,10 +39,9 @@ class RowCounts:
         self.rowids = PrefixRowIds(dtypes) if PrefixRowIds.fits(dtypes) else RowIds(dtypes)
         self.counts = np.zeros((sides, 0), dtype=np.int64)      # capacity grows by doubling
         self.live = 0                                           # rows with a nonzero count on some side
-        # one side only: distinct rows held with count 1 each, not coded (``_turnover``), while the coded
+        # one side only: distinct rows held with count 1 each, not coded (``turnover``), while the coded
         # table holds none with a nonzero count; ``settle`` codes them
         self.uncoded: list[np.ndarray] | None = None
-        self.turned = False               # the last ``changes`` was answered by ``_turnover`` (each d its delta)
         self._recent: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}   # ``_ids``
         self._pos = np.arange(64, dtype=np.int64)              # 0, 1, 2, ... (``_all_distinct``)
         self._scratch = np.empty(64, dtype=np.int64)           # a slot per id (``_all_distinct``)
@@ -56,11 +55,6 @@ class RowCounts:
         """Apply the deltas (one int64 array per side, in arrival order) of the rows ``cols``; return, per
         delta, ``f(counts after it) - f(counts before it)``, where f maps the per-side counts to the output
         multiplicity."""
-        if len(deltas) == 1:
-            d = self._turnover(cols, deltas[0], f)
-            self.turned = d is not None
-            if d is not None:
-                return d
         self.settle()
         ids = self._ids(cols)
         self._reserve(self.rowids.n)
@@ -98,15 +92,16 @@ class RowCounts:
             self._compact()
         return d
 
-    def _turnover(self, cols: list[np.ndarray], dv: np.ndarray, f: Callable[..., np.ndarray]) -> np.ndarray | None:
-        """``changes`` with no row coded, for the two batches of a relation that turns over whole (DISTINCT above a
-        join of tumbling windows, NEXMark q8: at each window end the pairs of the period that ended leave, as
-        the very arrays they entered with, and the next period's enter; issue 15): a batch of inserts of
-        distinct rows into a table with no row held is kept as it is (``uncoded``), and a batch deleting once
-        each row of the very arrays kept that way empties it again. Coding a window of new (id, name) rows was
-        most of q8's DISTINCT; here it costs a check that one integer column has no value twice. Rows are
-        equal only if every column is, so one such column makes them distinct. None (nothing changed) for any
-        other batch: ``changes`` then codes the rows kept (``settle``) and goes the general way."""
+    def turnover(self, cols: list[np.ndarray], dv: np.ndarray, f: Callable[..., np.ndarray]) -> np.ndarray | None:
+        """``changes`` of one side with no row coded, for the two batches of a relation that turns over whole at
+        an instant (the caller's condition: DISTINCT asks for batches of one instant; above a join of tumbling
+        windows, NEXMark q8, at each window end the pairs of the period that ended leave, as the very arrays
+        they entered with, and the next period's enter; issue 15): a batch of inserts of distinct rows into a
+        table with no row held is kept as it is (``uncoded``), and a batch deleting once each row of the very
+        arrays kept that way empties it again. Coding a window of new (id, name) rows was most of q8's
+        DISTINCT; here it costs a check that one integer column has no value twice. Rows are equal only if
+        every column is, so one such column makes them distinct. None (nothing changed) for any other batch:
+        the caller goes to ``changes``, which codes the rows kept (``settle``) and goes the general way."""
         n = len(dv)
         u = self.uncoded
         if u is not None:
@@ -124,7 +119,7 @@ class RowCounts:
         return f(np.ones(n, dtype=np.int64)) - f(np.zeros(n, dtype=np.int64))
 
     def settle(self) -> None:
-        """Code the rows kept uncoded (``_turnover``) into the table, count 1 each: before any other change, and
+        """Code the rows kept uncoded (``turnover``) into the table, count 1 each: before any other change, and
         before the table is read from outside (a switch of the state's kind)."""
         u = self.uncoded
         if u is None:
@@ -302,7 +297,13 @@ class DistinctOp(RowStateKind, Operator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if len(batch):
-            one_call = self.pending_kind is None and type(self.table) is RowCounts    # one ``changes`` call
-            d = self.counted_changes(batch, [batch.sign.astype(np.int64)], _positive)
-            # a turnover (``RowCounts._turnover``): each row's count went 0 -> 1 or 1 -> 0 by its own delta
-            emit_changes(self, batch, d, whole=one_call and self.table.turned)
+            sign = batch.sign.astype(np.int64)
+            ts = batch.ts
+            if self.pending_kind is None and type(self.table) is RowCounts and ts[0] == ts[-1]:
+                # one instant's batch: the relation may turn over whole there (``RowCounts.turnover``); then
+                # each row's count went 0 -> 1 or 1 -> 0 by its own delta, and the batch is the output
+                if self.table.turnover(batch.cols, sign, _positive) is not None:
+                    self.last_instant = int(ts[-1])         # as ``counted_changes`` would
+                    emit_changes(self, batch, sign, whole=True)
+                    return
+            emit_changes(self, batch, self.counted_changes(batch, [sign], _positive))

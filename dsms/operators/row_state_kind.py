@@ -192,7 +192,6 @@ class DrainingCounts:
 
     def changes(self, cols: list[np.ndarray], deltas: list[np.ndarray], f) -> np.ndarray:
         n = len(deltas[0])
-        self.exact.settle()                            # its counts are read here, not only through ``changes``
         h1, h2, (uid, first) = batch_rows(cols, n)
         ids = self.exact.rowids.ids(cols)
         self.exact._reserve(self.exact.rowids.n)

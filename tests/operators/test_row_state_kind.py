@@ -132,12 +132,8 @@ def test_the_filter_holds_the_same_rows_in_less_memory():
     op = eng.registry.entities("distinct")[0]
     syn = op.synopses[0]
     n = 50_000
-    # a first row alone: a batch of distinct rows into an empty table would be held as its arrays, uncoded
-    # (``RowCounts._turnover``, 8 bytes a row here); after it, rows are coded into the hash tables measured here
-    for lo, hi in ((0, 1), (1, n)):
-        eng.push("S", [{"a": i, "s": "x"} for i in range(lo, hi)], ts=list(range(lo, hi)))
-        eng.run()
-    assert op.table.uncoded is None
+    eng.push("S", [{"a": i, "s": "x"} for i in range(n)], ts=list(range(n)))
+    eng.run()
     exact_bytes = syn.get("bytes")
     eng.registry.set(syn.id, "bloom_rows", n)
     op.switch_kind("bloom")
@@ -152,7 +148,7 @@ def test_the_filter_holds_the_same_rows_in_less_memory():
 def _turnover_run(switches: dict[int, str], periods: int = 30) -> tuple[list, list]:
     """DISTINCT over a join of tumbling windows whose periods hold distinct rows (NEXMark q8's shape): at each
     end the join deletes a period's pairs as the arrays it inserted them with, and inserts the next period's,
-    so the exact table holds them uncoded (``RowCounts._turnover``); the kind is switched before the periods
+    so the exact table holds them uncoded (``RowCounts.turnover``); the kind is switched before the periods
     in ``switches``. Returns the output, and per period whether rows were held uncoded just before."""
     eng = Engine()
     eng.execute(SCHEMA)
@@ -177,36 +173,11 @@ def _turnover_run(switches: dict[int, str], periods: int = 30) -> tuple[list, li
 
 
 def test_a_switch_while_rows_are_held_uncoded_loses_none():
-    """The rows an exact table holds uncoded go into the filter at a switch to Bloom (``RowCounts.settle``),
-    and into the exact table's counts while a filter drains: the output equals the run with no switch."""
+    """The rows an exact table holds uncoded go into the filter at a switch to Bloom (``RowCounts.settle``); the
+    filter drains back to exact at the next window end: the output equals the run with no switch."""
     exact, held = _turnover_run({})
     assert held[5] and held[20]                     # the path this test is about is taken
     got, held = _turnover_run({8: "bloom", 16: "exact"})
     assert held[8]                                  # the switch to bloom finds rows held uncoded
     assert got == exact
 
-
-def test_a_draining_filter_reads_the_rows_its_exact_table_holds_uncoded():
-    """While a filter drains (switch back to exact), a batch of distinct new rows goes to the exact table, which
-    holds it uncoded (``RowCounts._turnover``); the next batch reads the exact counts directly
-    (``DrainingCounts.changes``) and must see those rows at count 1: deleting them, and inserting them again,
-    changes DISTINCT's output as a dict of counts says."""
-    import numpy as np
-
-    from dsms.operators.distinct import RowCounts, _positive
-    from dsms.operators.row_state_kind import DrainingCounts
-    from synopses.counting_bloom import CountingBloomRowCounts
-
-    def cols(lo, hi):
-        return [np.arange(lo, hi, dtype=np.int64), np.array(["x"] * (hi - lo), dtype=object)]
-
-    old = CountingBloomRowCounts(1, 100_000, 1e-9)
-    old.changes(cols(0, 100), [np.ones(100, dtype=np.int64)], _positive)       # rows the filter holds on to
-    table = DrainingCounts(RowCounts([np.dtype(np.int64), np.dtype(object)], 1), old)
-    new = cols(1000, 1100)
-    assert table.changes(new, [np.ones(100, dtype=np.int64)], _positive).tolist() == [1] * 100
-    assert table.exact.uncoded is not None                                      # the path this test is about
-    again = [c.copy() for c in new]                                             # not the very arrays
-    sign = np.array([-1] * 50 + [1] * 50, dtype=np.int64)
-    # rows 1000..1049 leave (count 1 -> 0), rows 1050..1099 come a second time (1 -> 2): no change
-    assert table.changes(again, [sign], _positive).tolist() == [-1] * 50 + [0] * 50
