@@ -177,7 +177,10 @@ def test_between_window_ends_the_input_is_held_back_whole():
     assert join.held_bytes() > 0 and q.drain() == []
     for a in Q8_ACTIONS[8:11]:                     # S at 10, T at 12: window end 10 is due
         apply(eng, a)
-    assert join.epochs.raw == [[], []] and join.epochs.due is None and join.epochs.n_pairs == 4
+    # the rows up to 10 went; T's row at 12 enters at 20 and stays held until that end is due
+    assert join.epochs.raw[0] == [] and [r[0].tolist() for r in join.epochs.raw[1]] == [[12]]
+    assert join.epochs.due == 20 and join.epochs.n_pairs == 4
+    assert not join.windows[1].store.pending           # the window got no row past the end
     check_query(("REGISTER STREAM S (a INT, b INT, c STRING)", "REGISTER STREAM T (a INT, d FLOAT)"),
                 "SELECT X.a, X.c, Y.d FROM S [RANGE 10 SLIDE 10] X, T [RANGE 10 SLIDE 10] Y WHERE X.a = Y.a",
                 Q8_ACTIONS, until=40)

@@ -17,6 +17,7 @@ from dsms.batch import Batch
 from dsms.operators.base import Operator
 from dsms.operators.row_state_kind import RowStateKind
 from dsms.queues import Queue
+from synopses.base import rows_bytes
 from synopses.prefix_rowids import PrefixRowIds
 from synopses.rowcodes import RowIds
 
@@ -38,18 +39,23 @@ class RowCounts:
         self.rowids = PrefixRowIds(dtypes) if PrefixRowIds.fits(dtypes) else RowIds(dtypes)
         self.counts = np.zeros((sides, 0), dtype=np.int64)      # capacity grows by doubling
         self.live = 0                                           # rows with a nonzero count on some side
+        # one side only: distinct rows held with count 1 each, not coded (``turnover``), while the coded
+        # table holds none with a nonzero count; ``settle`` codes them
+        self.uncoded: list[np.ndarray] | None = None
         self._recent: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}   # ``_ids``
         self._pos = np.arange(64, dtype=np.int64)              # 0, 1, 2, ... (``_all_distinct``)
         self._scratch = np.empty(64, dtype=np.int64)           # a slot per id (``_all_distinct``)
 
     def nbytes(self) -> int:
-        return self.rowids.nbytes() + self.counts.nbytes
+        held = 0 if self.uncoded is None else rows_bytes(None, None, self.uncoded)
+        return self.rowids.nbytes() + self.counts.nbytes + held
 
     def changes(self, cols: list[np.ndarray], deltas: list[np.ndarray],
                 f: Callable[..., np.ndarray]) -> np.ndarray:
         """Apply the deltas (one int64 array per side, in arrival order) of the rows ``cols``; return, per
         delta, ``f(counts after it) - f(counts before it)``, where f maps the per-side counts to the output
         multiplicity."""
+        self.settle()
         ids = self._ids(cols)
         self._reserve(self.rowids.n)
         n = len(ids)
@@ -85,6 +91,44 @@ class RowCounts:
         if self.rowids.n - self.live > max(self.live, COMPACT_MIN):
             self._compact()
         return d
+
+    def turnover(self, cols: list[np.ndarray], dv: np.ndarray, f: Callable[..., np.ndarray]) -> np.ndarray | None:
+        """``changes`` of one side with no row coded, for the two batches of a relation that turns over whole at
+        an instant (the caller's condition: DISTINCT asks for batches of one instant; above a join of tumbling
+        windows, NEXMark q8, at each window end the pairs of the period that ended leave, as the very arrays
+        they entered with, and the next period's enter; issue 15): a batch of inserts of distinct rows into a
+        table with no row held is kept as it is (``uncoded``), and a batch deleting once each row of the very
+        arrays kept that way empties it again. Coding a window of new (id, name) rows was most of q8's
+        DISTINCT; here it costs a check that one integer column has no value twice. Rows are equal only if
+        every column is, so one such column makes them distinct. None (nothing changed) for any other batch:
+        the caller goes to ``changes``, which codes the rows kept (``settle``) and goes the general way."""
+        n = len(dv)
+        u = self.uncoded
+        if u is not None:
+            if (len(u[0]) == n and all(a is b for a, b in zip(u, cols))
+                    and dv.item(dv.argmax()) == -1 and dv.item(dv.argmin()) == -1):
+                self.uncoded = None           # every row kept leaves: counts 1 -> 0
+                self.live -= n
+                return f(np.zeros(n, dtype=np.int64)) - f(np.ones(n, dtype=np.int64))
+            return None
+        if (self.live or n < RECENT_MIN_ROWS or dv.item(dv.argmin()) != 1 or dv.item(dv.argmax()) != 1
+                or not _distinct_rows(cols)):
+            return None
+        self.uncoded = list(cols)             # counts 0 -> 1, held as the arrays themselves
+        self.live = n
+        return f(np.ones(n, dtype=np.int64)) - f(np.zeros(n, dtype=np.int64))
+
+    def settle(self) -> None:
+        """Code the rows kept uncoded (``turnover``) into the table, count 1 each: before any other change, and
+        before the table is read from outside (a switch of the state's kind)."""
+        u = self.uncoded
+        if u is None:
+            return
+        self.uncoded = None
+        ids = self._ids(u)
+        self._reserve(self.rowids.n)
+        self.counts[0, ids] = 1               # distinct rows, each at count 0 in the table before
+        # ``live`` counted them already
 
     def _all_distinct(self, ids: np.ndarray) -> bool:
         """Whether no row occurs twice in the batch (a whole window's rows entering or leaving, as DISTINCT
@@ -163,6 +207,33 @@ class RowCounts:
         self.counts[:, :kept.shape[1]] = kept
 
 
+def _distinct_rows(cols: list[np.ndarray]) -> bool:
+    """Whether some integer column of the rows holds no value twice (so no two rows are equal): by a table
+    indexed by value when the values span a range a few times their number (person ids of one window), else
+    by a sort.
+
+    >>> _distinct_rows([np.array(["a", "a"], dtype=object), np.array([3, 9])])
+    True
+    >>> _distinct_rows([np.array([3, 9, 3]), np.array([1.0, 2.0, 3.0])])
+    False
+    """
+    for c in cols:
+        if c.dtype.kind not in "iu" or not len(c):
+            continue
+        lo, hi = c.item(c.argmin()), c.item(c.argmax())
+        n = len(c)
+        if hi - lo < 4 * n + 1024:
+            seen = np.zeros(hi - lo + 1, dtype=np.int64)
+            seen[c - lo] = 1
+            if int(seen.sum()) == n:          # as many values as rows
+                return True
+            continue
+        s = np.sort(c)
+        if (s[1:] != s[:-1]).all():
+            return True
+    return False
+
+
 def group_order(ids: np.ndarray, n: int) -> np.ndarray:
     """A stable argsort of ids below ``n`` (< 2**32), as one or two radix passes over 16-bit digits.
 
@@ -175,8 +246,16 @@ def group_order(ids: np.ndarray, n: int) -> np.ndarray:
     return o[np.argsort((ids[o] >> 16).astype(np.uint16), kind="stable")]
 
 
-def emit_changes(op: Operator, batch: Batch, d: np.ndarray) -> None:
-    """Emit the rows of ``batch`` whose output multiplicity changed, |d| times each with d's sign, in order."""
+def emit_changes(op: Operator, batch: Batch, d: np.ndarray, whole: bool = False) -> None:
+    """Emit the rows of ``batch`` whose output multiplicity changed, |d| times each with d's sign, in order;
+    ``whole``: every row changed once with its own sign (d is the batch's signs), so the batch is the output."""
+    if whole:
+        cols = [c.astype(dt, copy=False) for c, dt in zip(batch.cols, op.dtypes)]
+        emitted = Batch(batch.ts, batch.sign, cols)
+        if batch.col_bytes is not None and all(a is b for a, b in zip(cols, batch.cols)):
+            emitted.col_bytes = list(batch.col_bytes)
+        op.emit(emitted)
+        return
     idx = np.flatnonzero(d)
     if not len(idx):
         return
@@ -218,4 +297,13 @@ class DistinctOp(RowStateKind, Operator):
 
     def on_batch(self, i: int, batch: Batch) -> None:
         if len(batch):
-            emit_changes(self, batch, self.counted_changes(batch, [batch.sign.astype(np.int64)], _positive))
+            sign = batch.sign.astype(np.int64)
+            ts = batch.ts
+            if self.pending_kind is None and type(self.table) is RowCounts and ts[0] == ts[-1]:
+                # one instant's batch: the relation may turn over whole there (``RowCounts.turnover``); then
+                # each row's count went 0 -> 1 or 1 -> 0 by its own delta, and the batch is the output
+                if self.table.turnover(batch.cols, sign, _positive) is not None:
+                    self.last_instant = int(ts[-1])         # as ``counted_changes`` would
+                    emit_changes(self, batch, sign, whole=True)
+                    return
+            emit_changes(self, batch, self.counted_changes(batch, [sign], _positive))

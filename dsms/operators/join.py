@@ -341,7 +341,14 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if self.keep_stats:
                 self._account(0, self.output.tuples_in - out_before, perf_counter_ns() - t0)
             return 0
+        if self.epochs is not None and (done := self.epochs.run(self, budget)) is not None:
+            return done                   # a run of two tumbling windows' join (``TumblingEpochs.run``)
         done = super().run(budget)
+        self.fused_stats()
+        return done
+
+    def fused_stats(self) -> None:
+        """At the end of a run: the statistics of the operators fused into the join, for what they did in it."""
         for side, sel in enumerate(self.selects):
             if sel is not None:
                 sel.frontiers[0] = self.frontiers[side]     # its input's, which the join read for it
@@ -359,7 +366,6 @@ class JoinOp(JoinStateKind, BinaryOperator):
                 if self.keep_stats:
                     w._account(w.fused_rows_in, w.fused_rows_out, w.fused_ns)
                 w.fused_items = w.fused_rows_in = w.fused_rows_out = w.fused_ns = 0
-        return done
 
     def on_batch(self, i: int, batch: Batch) -> None:
         w = self.windows[i]
@@ -434,7 +440,7 @@ class JoinOp(JoinStateKind, BinaryOperator):
             if not TumblingEpochs.fits(self):
                 self._leave_epochs()      # a knob changed a window, or the kind: the general path from here
             elif self.epochs.is_due(self):
-                self.epochs.flush(self)   # a window end the input held back enters at is final: feed it now
+                self.epochs.flush(self, due_only=True)    # a window end held rows enter at is final: feed them
         if self.more is None and (self.pending_kinds[0] or self.pending_kinds[1]):
             self.apply_switches()         # a switch applies to the instants after the last one applied
         parts: dict[int, Batch | tuple[Batch | None, Batch | None]] = {}

@@ -127,6 +127,7 @@ class RowStateKind:
             self.table = DrainingCounts(self.new_exact(), self.table) if self.table.total else self.new_exact()
         else:
             old = self.table
+            old.settle()                               # rows held uncoded go into the table read here
             live = np.flatnonzero((old.counts[:, :old.rowids.n] != 0).any(axis=0))
             rows = self._filter_rows(len(live))
             p = self.row_state.fp_rate
