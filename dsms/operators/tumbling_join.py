@@ -70,15 +70,18 @@ class TumblingEpochs:
         if w.store._knob_memory is not None:    # the knob's value (``memory``; asked at every run)
             self.flush(join)
             return False
-        raw = self.raw[side]
-        ts = batch.ts
+        self._keep(w, join.projects[side], self.raw[side], batch.ts, batch, batch.ts.item(-1))
+        return True
+
+    def _keep(self, w, p, raw: list, ts, batch: Batch, last: int) -> None:
+        """Hold ``batch`` (timestamps ``ts``, the last ``last``) for window ``w`` and projection ``p`` (or None):
+        the one body of ``hold`` and of ``run``'s reading, which calls it without ``hold``'s memory check
+        (``fits`` has made it)."""
         if not raw:
             s = w.slide
-            end = -(-int(ts[0]) // s) * s
+            end = -(-ts.item(0) // s) * s
             if self.due is None or end < self.due:
                 self.due = end
-        last = int(ts[-1])
-        p = join.projects[side]
         if p is None:
             raw.append((ts, batch.sign, batch.cols))
         else:
@@ -91,12 +94,11 @@ class TumblingEpochs:
             w.frontiers[0] = last
         w.last_ts = last
         w.fused_items += 1
-        return True
 
     def run(self, join, budget: int) -> int | None:
         """A run of the join on this path (``JoinOp.run``): ``Operator.run``'s reading of the two inputs (the same
-        items, in the same order, within the same limits), each batch held (``hold``, inlined: its memory check
-        is ``fits``'s) and each heartbeat passed
+        items, in the same order, within the same limits), each batch held (``_keep``, ``hold`` without its memory
+        check, which ``fits`` makes) and each heartbeat passed
         to the windows, then ``on_frontier`` only when something may be due: a held row's window end is final
         (``is_due``), or a window has anything to release at its frontier (its previous period's deletes, when
         a period brought no row). Otherwise ``on_frontier`` would only find that out through its per-run checks,
@@ -132,25 +134,7 @@ class TumblingEpochs:
                     if last > frontiers[i]:
                         frontiers[i] = last
                     join.last_ts = last
-                    # ``hold``, inlined (no memory budget: ``fits``)
-                    w, p, raw = windows[i], projects[i], self.raw[i]
-                    if not raw:
-                        s = w.slide
-                        end = -(-ts.item(0) // s) * s
-                        if self.due is None or end < self.due:
-                            self.due = end
-                    if p is None:
-                        raw.append((ts, item.sign, item.cols))
-                    else:
-                        cols = item.cols
-                        raw.append((ts, item.sign, [cols[e] for e in p.exprs]))
-                        if last > p.frontiers[0]:
-                            p.frontiers[0] = last
-                        p.last_ts = last
-                    if last > w.frontiers[0]:
-                        w.frontiers[0] = last
-                    w.last_ts = last
-                    w.fused_items += 1
+                    self._keep(windows[i], projects[i], self.raw[i], ts, item, last)   # ``hold``; ``fits`` checked
                 elif item.ts > frontiers[i]:
                     frontiers[i] = item.ts
                     join.on_heartbeat(i)
