@@ -367,20 +367,27 @@ class JoinOp(JoinStateKind, BinaryOperator):
                     w._account(w.fused_rows_in, w.fused_rows_out, w.fused_ns)
                 w.fused_items = w.fused_rows_in = w.fused_rows_out = w.fused_ns = 0
 
+    def selected(self, i: int, batch: Batch) -> Batch | None:
+        """``batch`` through input ``i``'s fused selection or projection (``fuse_select``), counting its rows in
+        and out for that operator's statistics; None when no row is left."""
+        sel = self.selects[i]
+        if sel is None:
+            return batch
+        counts = self._select_rows[i]
+        counts[0] += len(batch.ts)
+        batch = sel.picked(batch)
+        if batch is not None:
+            counts[1] += len(batch.ts)
+        return batch
+
     def on_batch(self, i: int, batch: Batch) -> None:
         w = self.windows[i]
         if w is None:
             if i == 1 and self.arg_ext is not None:
                 return                    # an arg max's right: read for its frontier only (the run loop's)
-            sel = self.selects[i]
-            if sel is not None:               # a fused selection (``fuse_select``): its rows and columns only
-                counts = self._select_rows[i]
-                counts[0] += len(batch.ts)
-                batch = sel.picked(batch)
-                if batch is None:
-                    return
-                counts[1] += len(batch.ts)
-            self.pending[i].append(batch)
+            batch = self.selected(i, batch)
+            if batch is not None:
+                self.pending[i].append(batch)
             return
         if self.epochs is not None and self.epochs.hold(self, i, batch):
             return                        # nothing in it is due before a window end (``TumblingEpochs.hold``)

@@ -74,14 +74,9 @@ class JoinExtremeOp(JoinOp, _Folded):
         if i != self.group_side:
             super().on_batch(i, batch)
             return
-        sel = self.selects[i]
-        if sel is not None:          # a selection or projection run inside (``JoinOp.on_batch``): its columns first
-            counts = self._select_rows[i]
-            counts[0] += len(batch.ts)
-            batch = sel.picked(batch)
-            if batch is None:
-                return
-            counts[1] += len(batch.ts)
+        batch = self.selected(i, batch)          # a selection or projection run inside: its columns first
+        if batch is None:
+            return
         gid = self.fold.groups.ids([batch.cols[g] for g in self.group])
         self.pending[i].append(Batch(batch.ts, batch.sign, [*batch.cols, gid]))
 
