@@ -94,17 +94,17 @@ class ArgExtremeRelease:
         if len(vals) == 1:
             vv, old, back = vals[0][o], self.best[i_slot[f]], None
         else:                                     # several values: coded as one, in their order
-            vv, old, back = _lex_ranks([v[o] for v in vals],
-                                        [a[i_slot[f]] for a in (self.best, *self.more)], had)
+            code, old, back = _lex_ranks(vals, [a[i_slot[f]] for a in (self.best, *self.more)], had)
+            vv = code[o]                          # coded in arrival order, one gather
         i_max = np.maximum.reduceat(vv, starts)
         run, prev, value = running_extreme(i_max, old, had, seg, f)
         rises = run > prev                        # the running extreme goes up at this instant
-        # per instant, the next instant of its slot where it rises (m: none)
-        key = seg * (m + 1) + np.where(rises, np.arange(m), m)
-        suffix = np.minimum.accumulate(key[::-1])[::-1]
-        nxt = np.full(m, m, dtype=np.int64)
-        nxt[:-1] = suffix[1:] - seg[:-1] * (m + 1)
-        nxt[nxt > m] = m
+        # per instant, the next instant of its slot where it rises (m: none): the rises after it counted, the
+        # first of them taken, kept when in the same slot (segments are runs of instants)
+        at_rise = np.append(_nonzero(rises), m)
+        nxt = at_rise[rises.cumsum()]
+        seg_end = np.append(seg, -1)
+        nxt[seg_end[nxt] != seg] = m
         # rows at their instant's running extreme enter; they leave at the next rise, or stay
         run_val = value(run)                      # every instant has a row: run >= 1
         win = _nonzero(vv == run_val[inst])
@@ -124,13 +124,13 @@ class ArgExtremeRelease:
         self.has[i_slot[f]] = True
         left_cols = b.cols
         parts_ts, parts_sign = [], []
-        popped: list[np.ndarray] | None = None    # the held winners that leave, their columns
+        popped: np.ndarray | None = None         # the held winners that leave, their rows in the store
         if len(out_old):
-            p, cols = self.winners.pop(i_slot[f[out_old]])
+            p, held = self.winners.pop(i_slot[f[out_old]])
             if len(p):
                 parts_ts.append(i_ts[first_rise[out_old]][p])
                 parts_sign.append(np.full(len(p), -1, dtype=np.int8))
-                popped = cols
+                popped = held
         rows = o[win]                             # the batch's rows emitted: the entering, then those leaving
         if len(win):
             parts_ts.append(tt[win])
@@ -141,8 +141,10 @@ class ArgExtremeRelease:
                 parts_sign.append(np.full(len(k), -1, dtype=np.int8))
                 rows = np.concatenate((rows, rows[k]))
             if len(stay):
-                self.winners.add([c[o[stay]] for c in left_cols], ss[stay])
+                at = o[stay]
+                self.winners.add([c[at] for c in left_cols], ss[stay])
         if not parts_ts:
+            self.winners.tidy()
             return
         ts = np.concatenate(parts_ts) if len(parts_ts) > 1 else parts_ts[0]
         sign = np.concatenate(parts_sign) if len(parts_sign) > 1 else parts_sign[0]
@@ -154,7 +156,13 @@ class ArgExtremeRelease:
             at = rows[order]
             cols = [left_cols[j][at] for j in srcs]
         else:
-            cols = [np.concatenate((popped[j], left_cols[j][rows]))[order] for j in srcs]
+            # the popped rows' columns put before the batch's whole columns, and one gather in output order
+            # from both: the batch's rows come in time order, so that gather reads the batch nearly in sequence
+            np_ = len(popped)
+            ob = order - np_
+            at = np.where(ob >= 0, rows[np.maximum(ob, 0)] + np_, order)
+            cols = [np.concatenate((self.winners.cols[j][popped], left_cols[j]))[at] for j in srcs]
+        self.winners.tidy()                       # after the popped rows are read: it renumbers the store
         op.emit(Batch(ts[order], sign[order], cols))
 
 SLACK = 4096        # rows that left tolerated beyond the live winners before the store is compacted
@@ -162,12 +170,12 @@ SLACK = 4096        # rows that left tolerated beyond the live winners before th
 
 class _Winners:
     """Rows by slot, each slot's rows a chain from its newest (``head``) through ``prev``; rows leave a whole slot
-    at a time (``pop``), and the store is compacted once the rows that left outnumber the live ones.
+    at a time (``pop``), and the store is compacted (``tidy``) once the rows that left outnumber the live ones.
 
     >>> w = _Winners()
     >>> w.add([np.array([10, 11, 12])], np.array([0, 0, 2]))
-    >>> p, cols = w.pop(np.array([2, 0, 1]))
-    >>> sorted(zip(p.tolist(), cols[0].tolist())), w.live
+    >>> p, rows = w.pop(np.array([2, 0, 1]))
+    >>> sorted(zip(p.tolist(), w.cols[0][rows].tolist())), w.live
     ([(0, 12), (1, 10), (1, 11)], 0)
     """
 
@@ -215,7 +223,8 @@ class _Winners:
         self.n, self.live = r0 + m, self.live + m
 
     def pop(self, slots: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Remove every row of these (distinct) slots: (index into ``slots``, the rows' columns)."""
+        """Remove every row of these (distinct) slots: (index into ``slots``, the rows in ``cols``, readable until
+        the next ``tidy``)."""
         inside = slots < len(self.head)
         at = _nonzero(inside)
         cur = self.head[slots[at]]
@@ -231,14 +240,16 @@ class _Winners:
             found_r.append(cur)
             cur = self.prev[cur]
         if not found_p:
-            return np.empty(0, dtype=np.int64), []
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         p, rows = np.concatenate(found_p), np.concatenate(found_r)
-        cols = [c[rows] for c in self.cols]
         self.alive[rows] = False
         self.live -= len(rows)
+        return p, rows
+
+    def tidy(self) -> None:
+        """Compact the store when the rows that left outnumber the live ones (renumbers the rows)."""
         if self.n - self.live > self.live + SLACK:
             self._compact()
-        return p, cols
 
     def _compact(self) -> None:
         """Keep the live rows alone, renumbered in order, their chains rebuilt."""
@@ -326,11 +337,8 @@ def running_extreme(i_max: np.ndarray, old: np.ndarray, had: np.ndarray, seg: np
     base = seg * width
     run = np.maximum.accumulate(base + np.maximum(r_inst, r_old[seg])) - base
     prev = np.empty(m, dtype=np.int64)
+    prev[1:] = run[:-1]                           # the instant before, in its slot but at a slot's first
     prev[f] = r_old
-    later = np.ones(m, dtype=bool)
-    later[f] = False
-    later = _nonzero(later)
-    prev[later] = run[later - 1]
     return run, prev, value
 
 
@@ -350,18 +358,28 @@ def _lex_ranks(rows: list[np.ndarray], held: list[np.ndarray], had: np.ndarray
     True [[5, 5, 7], [2, 1, 4611686018427387904]]
     """
     n = len(rows[0])
-    keys = [np.concatenate([r, h[had]]) for r, h in zip(rows, held)]
-    lows = [int(k.min()) for k in keys]
-    spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows)]
+    held_at = [h[had] for h in held]              # a few per release: no copy of the rows to join them
+    lows, spans = [], []
+    for r, h in zip(rows, held_at):
+        lo, hi = int(r.min()), int(r.max())
+        if len(h):
+            lo, hi = min(lo, int(h.min())), max(hi, int(h.max()))
+        lows.append(lo)
+        spans.append(hi - lo + 1)
     total = 1
     for sp in spans:
         total *= sp
     if total < 2**62:
-        code = np.zeros(len(keys[0]), dtype=np.int64)
-        for k, lo, sp in zip(keys, lows, spans):
-            code = code * sp + (k - lo)
+        # in place, a pass per value and step: int64 arithmetic wraps, but the result is below 2**62, so exact
+        code = rows[0] - lows[0]
         held_code = np.zeros(len(had), dtype=np.int64)
-        held_code[had] = code[n:]
+        hc = held_at[0] - lows[0]
+        for r, h, lo, sp in zip(rows[1:], held_at[1:], lows[1:], spans[1:]):
+            code *= sp
+            code += r
+            code -= lo
+            hc = hc * sp + (h - lo)
+        held_code[had] = hc
 
         def unpack(c: np.ndarray) -> list[np.ndarray]:
             out = []
@@ -369,7 +387,8 @@ def _lex_ranks(rows: list[np.ndarray], held: list[np.ndarray], had: np.ndarray
                 c, part = np.divmod(c, sp)
                 out.append(part + lo)
             return out[::-1]
-        return code[:n], held_code, unpack
+        return code, held_code, unpack
+    keys = [np.concatenate([r, h]) for r, h in zip(rows, held_at)]
     order = np.lexsort(keys[::-1])                # the first value the primary key
     new = np.zeros(len(order), dtype=bool)
     new[0] = True
