@@ -81,6 +81,13 @@ class Query:
         #: a view whose plan is built when first read (``Engine.materialise``, dsms/plan/view_demand.py)
         self.deferred = False
 
+    def read_now(self) -> None:
+        """A view waiting to be read (``deferred``) is read now: built (``Engine.materialise``) and run, so
+        that its results so far are there for a drain or its contents."""
+        if self.deferred:
+            self.engine.materialise(self.id)
+            self.engine.run()
+
     def approximation(self) -> Approx | None:
         """What the results produced now are: None when exact, else their combined approximation
         (``dsms.approx``: asked of every entity upstream of the output). Also updates ``approx_since``,
@@ -116,9 +123,7 @@ class Query:
         the query is approximate carries it as ``batch.approx`` (exact ones: None)."""
         out = []
         eng = self.engine
-        if self.deferred:
-            eng.materialise(self.id)
-            eng.run()
+        self.read_now()
         shedder = eng.shedder
         if self.approx is None and eng._approx_sources.get(self.definition.id) == [] and not shedder.placed \
                 and not shedder.lingering:
@@ -139,9 +144,7 @@ class Query:
     def drain_items(self) -> list[Batch | Heartbeat]:
         """Results as batches with the heartbeats between them (a reader that forwards time, like the
         server's streams, needs both)."""
-        if self.deferred:
-            self.engine.materialise(self.id)
-            self.engine.run()
+        self.read_now()
         out = []
         while True:
             item = self.reader.get()
@@ -398,9 +401,7 @@ class Engine:
         q = self.query(query_id)
         if q.kind != L.RELATION:
             raise SchemaError(f"query '{query_id}' is a stream; only a relation has contents")
-        if q.deferred:            # read now: built, and run so that its contents are there
-            self.materialise(q.id)
-            self.run()
+        q.read_now()
         for op in self.ops:
             if isinstance(op, ChangelogOp) and op.output is q.reader.queue:
                 live = op.snapshot()
@@ -770,11 +771,7 @@ class Engine:
                 return 0
         else:
             cols, n, ts_arr = got
-        if src.first_ts is None:                 # _advance, inlined
-            src.first_ts = ts_arr.item(0)
-        src.frontier = last = ts_arr.item(-1)
-        src.elements_in += n
-        self.input_epoch += 1
+        last = self._advance(src, ts_arr)
         q = src.queue
         if q._readers:
             q.put(self._input_batch(src, ts_arr, cols, n))
@@ -846,13 +843,15 @@ class Engine:
         b._nbytes = total
         return b
 
-    def _advance(self, src: Source, ts: np.ndarray) -> None:
-        """A stream's bookkeeping for accepted elements (``ts``: theirs, checked, not empty)."""
+    def _advance(self, src: Source, ts: np.ndarray) -> int:
+        """A stream's bookkeeping for accepted elements (``ts``: theirs, checked, not empty); returns its new
+        frontier."""
         if src.first_ts is None:
-            src.first_ts = int(ts[0])
-        src.frontier = int(ts[-1])
+            src.first_ts = ts.item(0)
+        src.frontier = last = ts.item(-1)
         src.elements_in += len(ts)
         self.input_epoch += 1
+        return last
 
     def update(self, name: str, insert: Sequence[Mapping] | Mapping[str, Sequence] = (),
                delete: Sequence[Mapping] | Mapping[str, Sequence] = (), ts: int = 0) -> int:
