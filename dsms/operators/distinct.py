@@ -250,26 +250,23 @@ def emit_changes(op: Operator, batch: Batch, d: np.ndarray, whole: bool = False)
     """Emit the rows of ``batch`` whose output multiplicity changed, |d| times each with d's sign, in order;
     ``whole``: every row changed once with its own sign (d is the batch's signs), so the batch is the output."""
     if whole:
-        cols = [c.astype(dt, copy=False) for c, dt in zip(batch.cols, op.dtypes)]
-        emitted = Batch(batch.ts, batch.sign, cols)
-        if batch.col_bytes is not None and all(a is b for a, b in zip(cols, batch.cols)):
-            emitted.col_bytes = list(batch.col_bytes)
-        op.emit(emitted)
-        return
-    idx = np.flatnonzero(d)
-    if not len(idx):
-        return
-    dd = d[idx]
-    if np.abs(dd).max() > 1:
-        rep = np.abs(dd)
-        idx, dd = np.repeat(idx, rep), np.repeat(dd, rep)
-        out = batch.take(idx)
-    elif len(idx) == len(d):
-        out = batch         # every row changed, once: its own arrays, not a copy (a tumbling window's turnover)
+        out, signs = batch, batch.sign
     else:
-        out = batch.take(idx)
+        idx = np.flatnonzero(d)
+        if not len(idx):
+            return
+        dd = d[idx]
+        if np.abs(dd).max() > 1:
+            rep = np.abs(dd)
+            idx, dd = np.repeat(idx, rep), np.repeat(dd, rep)
+            out = batch.take(idx)
+        elif len(idx) == len(d):
+            out = batch     # every row changed, once: its own arrays, not a copy (a tumbling window's turnover)
+        else:
+            out = batch.take(idx)
+        signs = np.sign(dd).astype(np.int8)
     cols = [c.astype(dt, copy=False) for c, dt in zip(out.cols, op.dtypes)]
-    emitted = Batch(out.ts, np.sign(dd).astype(np.int8), cols)
+    emitted = Batch(out.ts, signs, cols)
     if out is batch and batch.col_bytes is not None and all(a is b for a, b in zip(cols, batch.cols)):
         emitted.col_bytes = list(batch.col_bytes)      # the same columns: their byte counts are known
     op.emit(emitted)
